@@ -1,0 +1,65 @@
+# Switchboard build, generation and test entry points. `make help` lists them.
+
+SHELL := /usr/bin/env bash -o pipefail
+.SHELLFLAGS := -ec
+
+CONTROLLER_GEN ?= go run sigs.k8s.io/controller-tools/cmd/controller-gen@v0.23.0
+HELM ?= go run helm.sh/helm/v4/cmd/helm@v4.3.2
+
+# Envtest binaries (kube-apiserver, etcd, kubectl) are built from source into bin/k8s by
+# hack/envtest-assets.sh; envtest and the kubectl specs find them here.
+ENVTEST_ASSETS := $(CURDIR)/bin/k8s
+export KUBEBUILDER_ASSETS := $(ENVTEST_ASSETS)
+
+GO_TEST_FLAGS ?= -race -count=1
+
+.PHONY: help
+help: ## Show this help.
+	@awk 'BEGIN {FS = ":.*##"} /^[a-zA-Z_-]+:.*?##/ {printf "  %-16s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+##@ Generation
+
+.PHONY: generate
+generate: ## Generate deepcopy code and the execution-request JSON Schema.
+	$(CONTROLLER_GEN) object paths="./api/..."
+	@if [ -d hack/genschema ]; then go run ./hack/genschema; fi
+
+.PHONY: manifests
+manifests: ## Generate CRDs and RBAC into config/.
+	$(CONTROLLER_GEN) crd rbac:roleName=switchboard-manager paths="./api/..." paths="./controllers/..." \
+		output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac
+
+.PHONY: verify
+verify: generate manifests ## Regenerate everything and fail if the tree changed.
+	@if [ -n "$$(git status --porcelain -- api config spec charts)" ]; then \
+		echo "generated files are out of date; run 'make generate manifests' and commit:"; \
+		git status --porcelain -- api config spec charts; git diff --stat -- api config spec charts; exit 1; \
+	fi
+
+##@ Build
+
+.PHONY: build
+build: ## Build the switchboard binary into bin/.
+	go build -o bin/switchboard ./cmd/switchboard
+
+.PHONY: run
+run: ## Run switchboard against the current kubeconfig.
+	go run ./cmd/switchboard
+
+.PHONY: envtest-assets
+envtest-assets: ## Build kube-apiserver, etcd and kubectl for envtest (once; cached in bin/k8s).
+	hack/envtest-assets.sh $(ENVTEST_ASSETS)
+
+##@ Test
+
+.PHONY: vet
+vet: ## Run go vet.
+	go vet ./...
+
+.PHONY: test
+test: verify vet envtest-assets ## Run every test (unit, envtest, end to end) after make verify.
+	go test $(GO_TEST_FLAGS) ./...
+
+.PHONY: bench
+bench: envtest-assets ## Run the benchmarks.
+	go test -run '^$$' -bench . -benchmem ./...

@@ -1,0 +1,199 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Provider selects the provider API a model is reached through.
+// +kubebuilder:validation:Enum=openai;openai-compatible;anthropic;replicate
+type Provider string
+
+const (
+	// ProviderOpenAI is the OpenAI Chat Completions API.
+	ProviderOpenAI Provider = "openai"
+	// ProviderOpenAICompatible is any server speaking the Chat Completions wire format
+	// (vLLM, llama.cpp server, Ollama, LocalAI); it requires an endpoint.
+	ProviderOpenAICompatible Provider = "openai-compatible"
+	// ProviderAnthropic is the Anthropic Messages API.
+	ProviderAnthropic Provider = "anthropic"
+	// ProviderReplicate is the Replicate asynchronous predictions API.
+	ProviderReplicate Provider = "replicate"
+)
+
+// SecretKeyReference names one key of a Secret in the same namespace.
+type SecretKeyReference struct {
+	// name is the name of the Secret, in the ModelDeployment's namespace.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	Name string `json:"name"`
+
+	// key is the key within the Secret's data whose value is the credential.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[-._a-zA-Z0-9]+$`
+	Key string `json:"key"`
+}
+
+// Credentials says where the model's credential is kept.
+type Credentials struct {
+	// secretRef references the Secret key holding the provider credential (an API key or
+	// token). The value is read by the runtime only; it never appears in status, events or
+	// logs.
+	// +required
+	SecretRef SecretKeyReference `json:"secretRef"`
+}
+
+// Routing places a model among the other eligible models.
+type Routing struct {
+	// priority orders eligible models: higher first. Default 0.
+	// +optional
+	// +kubebuilder:default=0
+	Priority int32 `json:"priority,omitempty"`
+
+	// weight is the relative share of requests among eligible models of equal priority,
+	// 1..10000. Default 100.
+	// +optional
+	// +kubebuilder:default=100
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=10000
+	Weight int32 `json:"weight,omitempty"`
+}
+
+// ModelDeploymentSpec is one configured model: how to reach it and what it can do.
+// +kubebuilder:validation:XValidation:rule="self.provider != 'openai-compatible' || (has(self.endpoint) && size(self.endpoint) > 0)",message="endpoint is required for provider openai-compatible"
+// +kubebuilder:validation:XValidation:rule="self.provider == 'openai-compatible' || has(self.credentials)",message="credentials.secretRef is required for every provider except openai-compatible"
+// +kubebuilder:validation:XValidation:rule="!has(self.endpoint) || size(self.endpoint) == 0 || self.endpoint.startsWith('https://') || (has(self.allowInsecureEndpoint) && self.allowInsecureEndpoint)",message="endpoint must use https unless allowInsecureEndpoint is true"
+// +kubebuilder:validation:XValidation:rule="self.provider != 'replicate' || (has(self.capabilities) && has(self.capabilities.input) && has(self.capabilities.output))",message="provider replicate must declare capabilities.input and capabilities.output"
+// +kubebuilder:validation:XValidation:rule="self.provider != 'replicate' || !has(self.capabilities) || !has(self.capabilities.streaming) || !self.capabilities.streaming",message="provider replicate cannot declare capabilities.streaming: true"
+type ModelDeploymentSpec struct {
+	// provider is the provider API the model is reached through: openai,
+	// openai-compatible, anthropic or replicate.
+	// +required
+	Provider Provider `json:"provider"`
+
+	// model is the provider's model id, for example "gpt-4o-mini" or
+	// "black-forest-labs/flux-schnell".
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=256
+	Model string `json:"model"`
+
+	// endpoint is the provider's base URL. Empty means the provider's public default;
+	// required for openai-compatible. It must use https unless allowInsecureEndpoint is
+	// true, and must not carry user info, a query or a fragment.
+	// +optional
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:XValidation:rule="size(self) == 0 || (isURL(self) && (self.startsWith('https://') || self.startsWith('http://')))",message="endpoint must be an absolute http(s) URL"
+	// +kubebuilder:validation:XValidation:rule="!self.contains('@') && !self.contains('?') && !self.contains('#')",message="endpoint must not carry user info, a query or a fragment"
+	Endpoint string `json:"endpoint,omitempty"`
+
+	// allowInsecureEndpoint permits a plain-http endpoint (for in-cluster or local model
+	// servers). Default false.
+	// +optional
+	AllowInsecureEndpoint bool `json:"allowInsecureEndpoint,omitempty"`
+
+	// credentials references the Secret holding the provider credential. Required for
+	// every provider except openai-compatible (local servers may need none).
+	// +optional
+	Credentials *Credentials `json:"credentials,omitempty"`
+
+	// abilities lists the ability names this model serves (1..32, unique). A request is
+	// only routed to models serving its ability.
+	// +required
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:XValidation:rule="self.all(x, self.exists_one(y, y == x))",message="abilities must not repeat a name"
+	Abilities []AbilityName `json:"abilities"`
+
+	// capabilities declares what this configured model accepts and produces. Declared,
+	// not verified: platform teams state what the model really supports.
+	// +optional
+	Capabilities *Capabilities `json:"capabilities,omitempty"`
+
+	// routing sets the model's priority and weight among eligible models.
+	// +optional
+	Routing *Routing `json:"routing,omitempty"`
+
+	// attemptTimeout bounds one attempt on this model (1s..1h). It never extends the
+	// execution's deadline.
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1s') && duration(self) <= duration('1h')",message="attemptTimeout must be between 1s and 1h"
+	AttemptTimeout *metav1.Duration `json:"attemptTimeout,omitempty"`
+
+	// suspend removes the model from routing while keeping the object. Default false.
+	// +optional
+	Suspend bool `json:"suspend,omitempty"`
+}
+
+// ModelDeploymentStatus is the observed state of a ModelDeployment.
+type ModelDeploymentStatus struct {
+	// observedGeneration is the generation the status was computed from.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// conditions are CredentialsResolved, Routable and Ready.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=8
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// effectiveCapabilities are the declared capabilities (with the provider's defaults)
+	// narrowed by every CapabilityPolicy that selects the model. Routing uses these.
+	// +optional
+	EffectiveCapabilities *EffectiveCapabilities `json:"effectiveCapabilities,omitempty"`
+
+	// inputs is effectiveCapabilities.input joined with commas, for display.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	Inputs string `json:"inputs,omitempty"`
+
+	// policies names the CapabilityPolicies that select the model, sorted.
+	// +optional
+	// +kubebuilder:validation:MaxItems=256
+	// +kubebuilder:validation:items:MaxLength=253
+	Policies []string `json:"policies,omitempty"`
+
+	// credentialsVersion is a short hash of the referenced Secret's uid and
+	// resourceVersion. It changes when the Secret is rotated; it never derives from the
+	// Secret's content.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	CredentialsVersion string `json:"credentialsVersion,omitempty"`
+}
+
+// ModelDeployment is one configured model: provider, model id, endpoint, the capabilities
+// this model really has, and a reference to its credential Secret.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=md,categories=switchboard
+// +kubebuilder:printcolumn:name="Provider",type=string,JSONPath=`.spec.provider`
+// +kubebuilder:printcolumn:name="Model",type=string,JSONPath=`.spec.model`
+// +kubebuilder:printcolumn:name="Inputs",type=string,JSONPath=`.status.inputs`
+// +kubebuilder:printcolumn:name="Tools",type=boolean,JSONPath=`.status.effectiveCapabilities.tools`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type ModelDeployment struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec is the desired configuration of the model.
+	// +required
+	Spec ModelDeploymentSpec `json:"spec"`
+
+	// status is the observed state, written by the controller.
+	// +optional
+	Status ModelDeploymentStatus `json:"status,omitempty"`
+}
+
+// ModelDeploymentList is a list of ModelDeployments.
+// +kubebuilder:object:root=true
+type ModelDeploymentList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []ModelDeployment `json:"items"`
+}

@@ -1,0 +1,113 @@
+package controllers
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/switchboard-dev/switchboard/api/v1alpha1"
+)
+
+// Test objects are built from small functional options (cert-manager's test/unit/gen
+// style), starting from a valid openai ModelDeployment.
+
+type mdOption func(*v1alpha1.ModelDeployment)
+
+func newMD(ns, name string, opts ...mdOption) *v1alpha1.ModelDeployment {
+	md := &v1alpha1.ModelDeployment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: v1alpha1.ModelDeploymentSpec{
+			Provider:    v1alpha1.ProviderOpenAI,
+			Model:       "gpt-4o-mini",
+			Credentials: &v1alpha1.Credentials{SecretRef: v1alpha1.SecretKeyReference{Name: "openai", Key: "api-key"}},
+			Abilities:   []v1alpha1.AbilityName{"chat"},
+		},
+	}
+	for _, o := range opts {
+		o(md)
+	}
+	return md
+}
+
+func withProvider(p v1alpha1.Provider) mdOption {
+	return func(md *v1alpha1.ModelDeployment) { md.Spec.Provider = p }
+}
+
+func withEndpoint(url string, insecure bool) mdOption {
+	return func(md *v1alpha1.ModelDeployment) {
+		md.Spec.Endpoint = url
+		md.Spec.AllowInsecureEndpoint = insecure
+	}
+}
+
+func withSecret(name, key string) mdOption {
+	return func(md *v1alpha1.ModelDeployment) {
+		md.Spec.Credentials = &v1alpha1.Credentials{SecretRef: v1alpha1.SecretKeyReference{Name: name, Key: key}}
+	}
+}
+
+func withoutCredentials() mdOption {
+	return func(md *v1alpha1.ModelDeployment) { md.Spec.Credentials = nil }
+}
+
+func withAbilities(a ...v1alpha1.AbilityName) mdOption {
+	return func(md *v1alpha1.ModelDeployment) { md.Spec.Abilities = a }
+}
+
+func withCapabilities(c v1alpha1.Capabilities) mdOption {
+	return func(md *v1alpha1.ModelDeployment) { md.Spec.Capabilities = &c }
+}
+
+func withLabels(kv ...string) mdOption {
+	return func(md *v1alpha1.ModelDeployment) {
+		md.Labels = map[string]string{}
+		for i := 0; i+1 < len(kv); i += 2 {
+			md.Labels[kv[i]] = kv[i+1]
+		}
+	}
+}
+
+func withSuspend() mdOption {
+	return func(md *v1alpha1.ModelDeployment) { md.Spec.Suspend = true }
+}
+
+func withRouting(priority, weight int32) mdOption {
+	return func(md *v1alpha1.ModelDeployment) {
+		md.Spec.Routing = &v1alpha1.Routing{Priority: priority, Weight: weight}
+	}
+}
+
+type policyOption func(*v1alpha1.CapabilityPolicy)
+
+func newPolicy(ns, name string, opts ...policyOption) *v1alpha1.CapabilityPolicy {
+	p := &v1alpha1.CapabilityPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+	for _, o := range opts {
+		o(p)
+	}
+	return p
+}
+
+func withToolsDisabled() policyOption {
+	return func(p *v1alpha1.CapabilityPolicy) { p.Spec.Tools = v1alpha1.ToolsDisabled }
+}
+
+func selecting(kv ...string) policyOption {
+	return func(p *v1alpha1.CapabilityPolicy) {
+		m := map[string]string{}
+		for i := 0; i+1 < len(kv); i += 2 {
+			m[kv[i]] = kv[i+1]
+		}
+		p.Spec.Selector = &metav1.LabelSelector{MatchLabels: m}
+	}
+}
+
+func withAllowedInputs(m ...v1alpha1.InputModality) policyOption {
+	return func(p *v1alpha1.CapabilityPolicy) { p.Spec.AllowedInputs = m }
+}
+
+func newSecret(ns, name string, data map[string]string) *corev1.Secret {
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Data: map[string][]byte{}}
+	for k, v := range data {
+		s.Data[k] = []byte(v)
+	}
+	return s
+}

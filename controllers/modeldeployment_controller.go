@@ -1,0 +1,132 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/recorder"
+
+	"github.com/switchboard-dev/switchboard/api/v1alpha1"
+	"github.com/switchboard-dev/switchboard/runtime/routing"
+)
+
+// +kubebuilder:rbac:groups=ai.switchboard.dev,resources=modeldeployments,verbs=get;list;watch
+// +kubebuilder:rbac:groups=ai.switchboard.dev,resources=modeldeployments/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
+// ModelDeploymentReconciler keeps one ModelDeployment's routing-table entry current and,
+// on the elected leader only, writes its status. It runs on every replica, so every
+// replica serves from a complete table.
+type ModelDeploymentReconciler struct {
+	Client   client.Client
+	Registry *routing.Registry
+	Recorder recorder.EventRecorder
+	// Elected is closed once this replica leads (at once without leader election). Only
+	// the leader writes status and Events.
+	Elected <-chan struct{}
+}
+
+// Reconcile follows the fixed skeleton: get (NotFound removes the entry) → resolve →
+// update the table → one status patch when something changed.
+func (r *ModelDeploymentReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	log := ctrl.LoggerFrom(ctx)
+	ref := routing.Ref{Namespace: req.Namespace, Name: req.Name}
+
+	md := &v1alpha1.ModelDeployment{}
+	if err := r.Client.Get(ctx, req.NamespacedName, md); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.Registry.Set(ref, nil)
+			return ctrl.Result{}, nil
+		}
+		return ctrl.Result{}, fmt.Errorf("get modeldeployment %s: %w", req.NamespacedName, err)
+	}
+	if !md.DeletionTimestamp.IsZero() {
+		r.Registry.Set(ref, nil)
+		return ctrl.Result{}, nil
+	}
+
+	res, err := r.resolve(ctx, md)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	r.Registry.Set(ref, res.deployment)
+
+	// Followers only build their table. Until the first table is published Ready cannot
+	// be true; leaderCatchUp re-enqueues everything once it is.
+	if !r.leading() || !r.Registry.Started() {
+		return ctrl.Result{}, nil
+	}
+	before := md.DeepCopy()
+	setStatus(md, res, r.Registry.Live(ref))
+	if equality.Semantic.DeepEqual(before.Status, md.Status) {
+		return ctrl.Result{}, nil
+	}
+	if err := r.Client.Status().Patch(ctx, md, client.MergeFrom(before)); err != nil {
+		if apierrors.IsNotFound(err) {
+			return ctrl.Result{}, nil
+		}
+		return ctrl.Result{}, fmt.Errorf("patch modeldeployment status %s: %w", req.NamespacedName, err)
+	}
+	r.recordTransitions(before, md)
+	log.V(1).Info("Updated status", "modelDeployment", klog.KObj(md), "routable", res.routable.ok)
+	return ctrl.Result{}, nil
+}
+
+// resolve reads md's Secret and the policies of its namespace from the cache.
+func (r *ModelDeploymentReconciler) resolve(ctx context.Context, md *v1alpha1.ModelDeployment) (resolution, error) {
+	var secret *corev1.Secret
+	if c := md.Spec.Credentials; c != nil {
+		s := &corev1.Secret{}
+		key := types.NamespacedName{Namespace: md.Namespace, Name: c.SecretRef.Name}
+		switch err := r.Client.Get(ctx, key, s); {
+		case err == nil:
+			secret = s
+		case apierrors.IsNotFound(err):
+		default:
+			return resolution{}, fmt.Errorf("get secret %s: %w", key, err)
+		}
+	}
+	policies := &v1alpha1.CapabilityPolicyList{}
+	if err := r.Client.List(ctx, policies, client.InNamespace(md.Namespace)); err != nil {
+		return resolution{}, fmt.Errorf("list capabilitypolicies in %s: %w", md.Namespace, err)
+	}
+	return resolve(md, secret, policies.Items), nil
+}
+
+func (r *ModelDeploymentReconciler) leading() bool {
+	select {
+	case <-r.Elected:
+		return true
+	default:
+		return false
+	}
+}
+
+// recordTransitions emits one Event per condition whose status or reason changed, and one
+// when the credential rotated. Messages come from conditions, which never hold secrets.
+func (r *ModelDeploymentReconciler) recordTransitions(before, after *v1alpha1.ModelDeployment) {
+	for _, c := range after.Status.Conditions {
+		old := meta.FindStatusCondition(before.Status.Conditions, c.Type)
+		if old != nil && old.Status == c.Status && old.Reason == c.Reason {
+			continue
+		}
+		kind := corev1.EventTypeNormal
+		if c.Status != "True" {
+			kind = corev1.EventTypeWarning
+		}
+		r.Recorder.Eventf(after, nil, kind, c.Reason, c.Type, "%s=%s: %s", c.Type, c.Status, c.Message)
+	}
+	if old, cur := before.Status.CredentialsVersion, after.Status.CredentialsVersion; old != "" && cur != "" && old != cur {
+		r.Recorder.Eventf(after, nil, corev1.EventTypeNormal, v1alpha1.ReasonCredentialsRotated, "Rotate",
+			"Credentials changed (version %s); new attempts use them", cur)
+	}
+}

@@ -1,0 +1,310 @@
+package controllers
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/switchboard-dev/switchboard/api/v1alpha1"
+	"github.com/switchboard-dev/switchboard/runtime/protocol"
+	"github.com/switchboard-dev/switchboard/runtime/routing"
+)
+
+// This file converts API objects into routing types. It is pure: the reconcilers and the
+// standalone manifest loader feed it what they read, so both build the table the same way.
+
+// defaultWeight is routing.weight when omitted (the CRD defaults it too; objects from
+// manifest files are not defaulted by an API server).
+const defaultWeight = 100
+
+// credentialState is the outcome of reading a deployment's credential.
+type credentialState struct {
+	resolved bool
+	reason   string // a CredentialsResolved reason
+	message  string
+	value    string
+	version  string // short hash of the Secret's uid and resourceVersion
+}
+
+// resolveCredential reads the key the deployment references from secret (nil when the
+// Secret does not exist). Messages name the Secret and key, never the value.
+func resolveCredential(md *v1alpha1.ModelDeployment, secret *corev1.Secret) credentialState {
+	if md.Spec.Credentials == nil {
+		return credentialState{resolved: true, reason: v1alpha1.ReasonResolved, message: "No credentials configured"}
+	}
+	ref := md.Spec.Credentials.SecretRef
+	if secret == nil {
+		return credentialState{reason: v1alpha1.ReasonSecretNotFound,
+			message: fmt.Sprintf("Secret %q not found", ref.Name)}
+	}
+	version := credentialsVersion(secret)
+	value, ok := secret.Data[ref.Key]
+	if !ok {
+		if s, found := secret.StringData[ref.Key]; found {
+			// Manifest files may use stringData; the API server folds it into data.
+			value, ok = []byte(s), true
+		}
+	}
+	if !ok {
+		return credentialState{reason: v1alpha1.ReasonKeyNotFound, version: version,
+			message: fmt.Sprintf("Secret %q has no key %q", ref.Name, ref.Key)}
+	}
+	if len(strings.TrimSpace(string(value))) == 0 {
+		return credentialState{reason: v1alpha1.ReasonKeyEmpty, version: version,
+			message: fmt.Sprintf("Secret %q key %q is empty", ref.Name, ref.Key)}
+	}
+	return credentialState{resolved: true, reason: v1alpha1.ReasonResolved, version: version,
+		value:   strings.TrimSpace(string(value)),
+		message: fmt.Sprintf("Using Secret %q key %q", ref.Name, ref.Key)}
+}
+
+// credentialsVersion hashes identity and revision only, so it changes on rotation but
+// reveals nothing about the content.
+func credentialsVersion(s *corev1.Secret) string {
+	sum := sha256.Sum256([]byte(string(s.UID) + "/" + s.ResourceVersion))
+	return hex.EncodeToString(sum[:4])
+}
+
+// selects reports whether policy p governs md. A policy whose selector cannot be parsed
+// selects nothing (its own status says so).
+func selects(p *v1alpha1.CapabilityPolicy, md *v1alpha1.ModelDeployment) bool {
+	if p.Namespace != md.Namespace {
+		return false
+	}
+	sel, err := policySelector(p)
+	if err != nil {
+		return false
+	}
+	return sel.Matches(labels.Set(md.Labels))
+}
+
+func policySelector(p *v1alpha1.CapabilityPolicy) (labels.Selector, error) {
+	if p.Spec.Selector == nil {
+		return labels.Everything(), nil
+	}
+	return metav1.LabelSelectorAsSelector(p.Spec.Selector)
+}
+
+// resolution is everything derived from one ModelDeployment, its Secret and the policies
+// of its namespace.
+type resolution struct {
+	credential credentialState
+	declared   v1alpha1.EffectiveCapabilities // declared, with provider defaults
+	effective  v1alpha1.EffectiveCapabilities // declared ∩ policies
+	policies   []string                       // names of selecting policies, sorted
+	limits     routing.Limits
+	// routable is the first failing routability check (or Declared).
+	routable check
+	// deployment is the table entry; nil when not routable.
+	deployment *routing.Deployment
+}
+
+// check is the result of one routability rule.
+type check struct {
+	ok      bool
+	reason  string
+	message string
+}
+
+// resolve computes the resolution of md. policies may hold policies of any namespace;
+// only those selecting md apply.
+func resolve(md *v1alpha1.ModelDeployment, secret *corev1.Secret, policies []v1alpha1.CapabilityPolicy) resolution {
+	res := resolution{credential: resolveCredential(md, secret)}
+	res.declared = declaredCapabilities(md.Spec)
+	res.effective = res.declared
+	for i := range policies {
+		p := &policies[i]
+		if !selects(p, md) {
+			continue
+		}
+		res.policies = append(res.policies, p.Name)
+		res.effective = narrow(res.effective, p.Spec)
+		res.limits = tighten(res.limits, p.Spec)
+	}
+	sort.Strings(res.policies)
+
+	res.routable = firstFailing(md, &res,
+		checkSuspended, checkSpec, checkCredentials, checkAbilities, checkPolicies)
+	if !res.routable.ok {
+		return res
+	}
+
+	d := &routing.Deployment{
+		Ref:                routing.Ref{Namespace: md.Namespace, Name: md.Name},
+		Provider:           string(md.Spec.Provider),
+		Model:              md.Spec.Model,
+		Endpoint:           md.Spec.Endpoint,
+		Credential:         routing.NewCredential(res.credential.value),
+		CredentialsVersion: res.credential.version,
+		Capabilities:       capSet(res.effective),
+		Weight:             defaultWeight,
+		Limits:             res.limits,
+	}
+	for _, a := range md.Spec.Abilities {
+		d.Abilities = append(d.Abilities, string(a))
+	}
+	if r := md.Spec.Routing; r != nil {
+		d.Priority = r.Priority
+		if r.Weight > 0 {
+			d.Weight = r.Weight
+		}
+	}
+	if md.Spec.AttemptTimeout != nil {
+		d.AttemptTimeout = md.Spec.AttemptTimeout.Duration
+	}
+	res.deployment = d
+	return res
+}
+
+// A rule returns ok, or the Routable=False reason and message that excludes the model.
+// Rules run in order; the first failure wins (cert-manager's policy-chain style).
+type rule func(md *v1alpha1.ModelDeployment, res *resolution) check
+
+func firstFailing(md *v1alpha1.ModelDeployment, res *resolution, rules ...rule) check {
+	for _, r := range rules {
+		if c := r(md, res); !c.ok {
+			return c
+		}
+	}
+	return check{ok: true, reason: v1alpha1.ReasonDeclared,
+		message: "Routable with declared capabilities (declared by the manifest, not verified against the provider)"}
+}
+
+func checkSuspended(md *v1alpha1.ModelDeployment, _ *resolution) check {
+	if md.Spec.Suspend {
+		return check{reason: v1alpha1.ReasonSuspended, message: "spec.suspend is true"}
+	}
+	return check{ok: true}
+}
+
+func checkSpec(md *v1alpha1.ModelDeployment, _ *resolution) check {
+	if err := md.Spec.Validate(); err != nil {
+		return check{reason: v1alpha1.ReasonInvalidSpec, message: err.Error()}
+	}
+	return check{ok: true}
+}
+
+func checkCredentials(_ *v1alpha1.ModelDeployment, res *resolution) check {
+	if !res.credential.resolved {
+		return check{reason: v1alpha1.ReasonCredentialsUnresolved, message: res.credential.message}
+	}
+	return check{ok: true}
+}
+
+func checkAbilities(md *v1alpha1.ModelDeployment, _ *resolution) check {
+	if len(md.Spec.Abilities) == 0 {
+		return check{reason: v1alpha1.ReasonNoAbilities, message: "spec.abilities is empty"}
+	}
+	return check{ok: true}
+}
+
+func checkPolicies(_ *v1alpha1.ModelDeployment, res *resolution) check {
+	if len(res.effective.Input) == 0 {
+		return check{reason: v1alpha1.ReasonPolicyDenied,
+			message: "Policies " + strings.Join(res.policies, ",") + " allow none of the declared input modalities"}
+	}
+	if len(res.effective.Output) == 0 {
+		return check{reason: v1alpha1.ReasonPolicyDenied,
+			message: "Policies " + strings.Join(res.policies, ",") + " allow none of the declared output modalities"}
+	}
+	return check{ok: true}
+}
+
+// declaredCapabilities fills the text providers' defaults: input [text, json] and output
+// [text]. Replicate has no defaults (the CRD requires it to declare both).
+func declaredCapabilities(spec v1alpha1.ModelDeploymentSpec) v1alpha1.EffectiveCapabilities {
+	var c v1alpha1.EffectiveCapabilities
+	if spec.Capabilities != nil {
+		c.Input = slices.Clone(spec.Capabilities.Input)
+		c.Output = slices.Clone(spec.Capabilities.Output)
+		c.Tools = spec.Capabilities.Tools
+		c.Streaming = spec.Capabilities.Streaming
+		c.StructuredOutput = spec.Capabilities.StructuredOutput
+	}
+	if spec.Provider != v1alpha1.ProviderReplicate {
+		if len(c.Input) == 0 {
+			c.Input = []v1alpha1.InputModality{v1alpha1.InputText, v1alpha1.InputJSON}
+		}
+		if len(c.Output) == 0 {
+			c.Output = []v1alpha1.OutputModality{v1alpha1.OutputText}
+		}
+	}
+	if c.Input == nil {
+		c.Input = []v1alpha1.InputModality{}
+	}
+	if c.Output == nil {
+		c.Output = []v1alpha1.OutputModality{}
+	}
+	return c
+}
+
+// narrow applies one policy: allowed sets intersect, Disabled tools win.
+func narrow(c v1alpha1.EffectiveCapabilities, p v1alpha1.CapabilityPolicySpec) v1alpha1.EffectiveCapabilities {
+	if p.AllowedInputs != nil {
+		c.Input = slices.DeleteFunc(slices.Clone(c.Input), func(m v1alpha1.InputModality) bool {
+			return !slices.Contains(p.AllowedInputs, m)
+		})
+	}
+	if p.AllowedOutputs != nil {
+		c.Output = slices.DeleteFunc(slices.Clone(c.Output), func(m v1alpha1.OutputModality) bool {
+			return !slices.Contains(p.AllowedOutputs, m)
+		})
+	}
+	if p.Tools == v1alpha1.ToolsDisabled {
+		c.Tools = false
+	}
+	return c
+}
+
+// tighten applies one policy's caps: the minimum of caps wins.
+func tighten(l routing.Limits, p v1alpha1.CapabilityPolicySpec) routing.Limits {
+	if p.MaxDeadlineMs != nil {
+		d := time.Duration(*p.MaxDeadlineMs) * time.Millisecond
+		if l.MaxDeadline == 0 || d < l.MaxDeadline {
+			l.MaxDeadline = d
+		}
+	}
+	if p.MaxAttempts != nil {
+		n := int(*p.MaxAttempts)
+		if l.MaxAttempts == 0 || n < l.MaxAttempts {
+			l.MaxAttempts = n
+		}
+	}
+	if p.AllowedExtensions != nil {
+		patterns := make([]string, len(p.AllowedExtensions))
+		for i, e := range p.AllowedExtensions {
+			patterns[i] = string(e)
+		}
+		l.Extensions = append(slices.Clone(l.Extensions), patterns)
+	}
+	return l
+}
+
+// capSet converts effective capabilities to routing's capability set.
+func capSet(c v1alpha1.EffectiveCapabilities) routing.CapSet {
+	var caps []protocol.Capability
+	for _, m := range c.Input {
+		caps = append(caps, protocol.Capability("input."+string(m)))
+	}
+	for _, m := range c.Output {
+		caps = append(caps, protocol.Capability("output."+string(m)))
+	}
+	if c.Tools {
+		caps = append(caps, protocol.CapTools)
+	}
+	if c.Streaming {
+		caps = append(caps, protocol.CapStreaming)
+	}
+	if c.StructuredOutput {
+		caps = append(caps, protocol.CapStructuredOutput)
+	}
+	return routing.CapsOf(caps...)
+}

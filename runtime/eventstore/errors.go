@@ -1,0 +1,23 @@
+package eventstore
+
+import "errors"
+
+// Sentinel errors of every Store implementation. Implementations wrap them with context
+// (the execution id, the rejected sequence); callers test with errors.Is.
+var (
+	// ErrNotFound: the execution is unknown, or was removed when its retention ended.
+	ErrNotFound = errors.New("eventstore: execution not found")
+	// ErrExists: Create was given an id that is already stored.
+	ErrExists = errors.New("eventstore: execution already exists")
+	// ErrSequence: Append was given a sequence other than the next one (a duplicate, a
+	// gap or a reordering); nothing was stored.
+	ErrSequence = errors.New("eventstore: sequence is not next")
+	// ErrTerminated: the execution already has its terminal event, so no event may be
+	// appended, no cancel takes effect, and waiting for either is pointless.
+	ErrTerminated = errors.New("eventstore: execution is terminal")
+	// ErrInvalid: an argument is malformed (empty id, type or key, ttl <= 0): a bug in
+	// the caller, never caused by a client's request.
+	ErrInvalid = errors.New("eventstore: invalid argument")
+	// ErrClosed: the store was closed.
+	ErrClosed = errors.New("eventstore: store closed")
+)

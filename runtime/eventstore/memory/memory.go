@@ -1,0 +1,506 @@
+// Package memory is the embedded eventstore.Store: everything lives in this process and
+// is lost on restart, so it suits a single replica. It is the default store.
+package memory
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/switchboard-dev/switchboard/runtime/eventstore"
+	"github.com/switchboard-dev/switchboard/runtime/protocol"
+)
+
+const (
+	// DefaultRetention is how long a terminal execution is kept (CONTRACT §11).
+	DefaultRetention = time.Hour
+	// maxSweepInterval bounds how late a removal may be with the default sweep interval.
+	maxSweepInterval = time.Minute
+	// minSweepInterval keeps a tiny retention from turning the sweeper into a busy loop.
+	minSweepInterval = time.Second
+)
+
+// Option configures a Store.
+type Option func(*config)
+
+type config struct {
+	retention   time.Duration
+	now         func() time.Time
+	interval    time.Duration
+	intervalSet bool // WithSweepInterval was given
+}
+
+// WithRetention sets how long a terminal execution is kept after its terminal event
+// (default DefaultRetention). A negative d is treated as 0: removed at the next sweep.
+func WithRetention(d time.Duration) Option {
+	return func(c *config) { c.retention = max(d, 0) }
+}
+
+// WithClock replaces time.Now, so that tests can move time and call Sweep instead of
+// sleeping.
+func WithClock(now func() time.Time) Option {
+	return func(c *config) { c.now = now }
+}
+
+// WithSweepInterval sets how often expired executions and reservations are removed in
+// the background; 0 disables the background sweep (then only Sweep removes them). The
+// default is a tenth of the retention, between one second and one minute.
+func WithSweepInterval(d time.Duration) Option {
+	return func(c *config) { c.interval, c.intervalSet = max(d, 0), true }
+}
+
+// Store is the in-memory eventstore.Store. Create it with New and release it with Close.
+//
+// Executions sit in a map behind a read-write lock that is held only to find or insert
+// an execution; each execution then has its own lock, so appends to one execution do not
+// contend with reads of another. Idempotency reservations have a lock of their own.
+type Store struct {
+	now       func() time.Time
+	retention time.Duration
+
+	mu    sync.RWMutex
+	execs map[string]*execution
+
+	expMu       sync.Mutex
+	execExpires expiryQueue // terminal executions by removal time
+
+	resMu        sync.Mutex
+	reservations map[string]reservation
+	resExpires   expiryQueue
+
+	closed    chan struct{} // closed by Close, wakes every waiter
+	isClosed  atomic.Bool   // cheap check for the non-blocking methods
+	closeOnce sync.Once
+	sweeper   sync.WaitGroup
+}
+
+var _ eventstore.Store = (*Store)(nil)
+
+// New returns an empty Store and starts its background sweep.
+func New(opts ...Option) *Store {
+	c := config{retention: DefaultRetention, now: time.Now}
+	for _, o := range opts {
+		o(&c)
+	}
+	if !c.intervalSet {
+		c.interval = min(max(c.retention/10, minSweepInterval), maxSweepInterval)
+	}
+	s := &Store{
+		now:          c.now,
+		retention:    c.retention,
+		execs:        make(map[string]*execution),
+		reservations: make(map[string]reservation),
+		closed:       make(chan struct{}),
+	}
+	if c.interval > 0 {
+		s.sweeper.Go(func() { s.sweepEvery(c.interval) })
+	}
+	return s
+}
+
+// execution is one stored execution. Its fields are guarded by mu.
+type execution struct {
+	mu              sync.RWMutex
+	rec             eventstore.Record
+	events          []entry // events[i] has sequence i+1
+	updatedAt       time.Time
+	terminal        bool
+	expiresAt       time.Time // set with terminal
+	cancelRequested bool
+	removed         bool // deleted from the map by a sweep; lookups that raced it see this
+
+	// changed is closed (and forgotten) on the next append or removal. It is made only
+	// when someone waits, so appends nobody waits for and retained executions carry no
+	// channel. One channel serves every waiter: a broadcast that never fills up.
+	changed chan struct{}
+	// signal is closed (and forgotten) on a cancel request, the terminal event or
+	// removal: whatever ends WaitCancel. Made only when someone waits.
+	signal chan struct{}
+}
+
+// entry is a stored event: ExecutionID and Sequence are implied by its position.
+type entry struct {
+	ts   time.Time
+	typ  protocol.EventType
+	data json.RawMessage
+}
+
+type reservation struct {
+	r         eventstore.Reservation
+	expiresAt time.Time
+}
+
+// Create implements eventstore.Store.
+func (s *Store) Create(_ context.Context, rec eventstore.Record) error {
+	if rec.ID == "" {
+		return fmt.Errorf("create execution: empty id: %w", eventstore.ErrInvalid)
+	}
+	if s.isClosed.Load() {
+		return eventstore.ErrClosed
+	}
+	e := &execution{rec: copyRecord(rec), updatedAt: rec.CreatedAt}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.execs[rec.ID]; ok {
+		return fmt.Errorf("create execution %s: %w", rec.ID, eventstore.ErrExists)
+	}
+	s.execs[rec.ID] = e
+	return nil
+}
+
+// Append implements eventstore.Store.
+func (s *Store) Append(_ context.Context, ev protocol.Event) error {
+	if ev.ExecutionID == "" || ev.Type == "" {
+		return fmt.Errorf("append event: empty execution id or type: %w", eventstore.ErrInvalid)
+	}
+	e, err := s.lookup(ev.ExecutionID)
+	if err != nil {
+		return err
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	switch next := uint64(len(e.events)) + 1; {
+	case e.removed:
+		return notFound(ev.ExecutionID)
+	case e.terminal:
+		return fmt.Errorf("append to %s: %w", ev.ExecutionID, eventstore.ErrTerminated)
+	case ev.Sequence != next:
+		return fmt.Errorf("append to %s: sequence %d, next is %d: %w",
+			ev.ExecutionID, ev.Sequence, next, eventstore.ErrSequence)
+	}
+	e.events = append(e.events, entry{ts: ev.Timestamp, typ: ev.Type, data: bytes.Clone(ev.Data)})
+	e.updatedAt = ev.Timestamp
+	if ev.Type.Terminal() {
+		e.terminal = true
+		e.expiresAt = s.now().Add(s.retention)
+		e.compact()
+		e.fire()
+		s.expMu.Lock()
+		s.execExpires.add(e.expiresAt, ev.ExecutionID)
+		s.expMu.Unlock()
+	}
+	e.notify()
+	return nil
+}
+
+// Get implements eventstore.Store.
+func (s *Store) Get(_ context.Context, id string) (eventstore.Status, error) {
+	e, err := s.lookup(id)
+	if err != nil {
+		return eventstore.Status{}, err
+	}
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	if e.removed {
+		return eventstore.Status{}, notFound(id)
+	}
+	return eventstore.Status{
+		Record:          copyRecord(e.rec),
+		LastSequence:    uint64(len(e.events)),
+		Terminal:        e.terminal,
+		UpdatedAt:       e.updatedAt,
+		CancelRequested: e.cancelRequested,
+	}, nil
+}
+
+// Read implements eventstore.Store.
+func (s *Store) Read(_ context.Context, id string, after uint64, limit int) ([]protocol.Event, error) {
+	e, err := s.lookup(id)
+	if err != nil {
+		return nil, err
+	}
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	if e.removed {
+		return nil, notFound(id)
+	}
+	if after >= uint64(len(e.events)) {
+		return nil, nil
+	}
+	src := e.events[after:]
+	if limit > 0 && len(src) > limit {
+		src = src[:limit]
+	}
+	// One buffer holds every payload copy: two allocations per Read whatever its length.
+	size := 0
+	for _, en := range src {
+		size += len(en.data)
+	}
+	buf := make([]byte, 0, size)
+	out := make([]protocol.Event, len(src))
+	for i, en := range src {
+		out[i] = protocol.Event{
+			ExecutionID: e.rec.ID,
+			Sequence:    after + uint64(i) + 1,
+			Timestamp:   en.ts,
+			Type:        en.typ,
+		}
+		if en.data != nil {
+			start := len(buf)
+			buf = append(buf, en.data...)
+			// Cap at the end of this payload so appending to it cannot reach the next.
+			out[i].Data = buf[start:len(buf):len(buf)]
+		}
+	}
+	return out, nil
+}
+
+// Wait implements eventstore.Store.
+func (s *Store) Wait(ctx context.Context, id string, after uint64) error {
+	e, err := s.lookup(id)
+	if err != nil {
+		return err
+	}
+	ready := func() (bool, error) {
+		switch {
+		case e.removed:
+			return true, notFound(id)
+		case uint64(len(e.events)) > after:
+			return true, nil
+		case e.terminal:
+			return true, fmt.Errorf("wait on %s after %d: %w", id, after, eventstore.ErrTerminated)
+		}
+		return false, nil
+	}
+	return s.block(ctx, e, ready, func() *chan struct{} { return &e.changed })
+}
+
+// RequestCancel implements eventstore.Store.
+func (s *Store) RequestCancel(_ context.Context, id string) error {
+	e, err := s.lookup(id)
+	if err != nil {
+		return err
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	switch {
+	case e.removed:
+		return notFound(id)
+	case e.terminal:
+		return fmt.Errorf("cancel %s: %w", id, eventstore.ErrTerminated)
+	}
+	e.cancelRequested = true
+	e.fire()
+	return nil
+}
+
+// WaitCancel implements eventstore.Store.
+func (s *Store) WaitCancel(ctx context.Context, id string) error {
+	e, err := s.lookup(id)
+	if err != nil {
+		return err
+	}
+	ready := func() (bool, error) {
+		switch {
+		case e.removed:
+			return true, notFound(id)
+		case e.cancelRequested:
+			return true, nil
+		case e.terminal:
+			return true, fmt.Errorf("wait for cancel of %s: %w", id, eventstore.ErrTerminated)
+		}
+		return false, nil
+	}
+	return s.block(ctx, e, ready, func() *chan struct{} { return &e.signal })
+}
+
+// block waits until ready reports done, re-checking whenever the channel in *wake() is
+// closed. ready and wake run under e's lock.
+func (s *Store) block(ctx context.Context, e *execution, ready func() (bool, error), wake func() *chan struct{}) error {
+	for {
+		// Most calls find their answer under the shared lock; only a caller that has to
+		// sleep takes the exclusive one to install the wake-up channel.
+		e.mu.RLock()
+		done, err := ready()
+		e.mu.RUnlock()
+		if done {
+			return err
+		}
+		e.mu.Lock()
+		done, err = ready()
+		ch := wake()
+		if !done && *ch == nil {
+			*ch = make(chan struct{})
+		}
+		c := *ch
+		e.mu.Unlock()
+		if done {
+			return err
+		}
+		select {
+		case <-c:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-s.closed:
+			return eventstore.ErrClosed
+		}
+	}
+}
+
+// Reserve implements eventstore.Store.
+func (s *Store) Reserve(_ context.Context, key string, r eventstore.Reservation, ttl time.Duration) (eventstore.Reservation, bool, error) {
+	if key == "" || ttl <= 0 {
+		return eventstore.Reservation{}, false, fmt.Errorf("reserve: empty key or ttl %v: %w", ttl, eventstore.ErrInvalid)
+	}
+	if s.isClosed.Load() {
+		return eventstore.Reservation{}, false, eventstore.ErrClosed
+	}
+	now := s.now()
+	s.resMu.Lock()
+	defer s.resMu.Unlock()
+	// An expired reservation the sweep has not reached yet counts as absent, so expiry
+	// is exact whatever the sweep interval.
+	if cur, ok := s.reservations[key]; ok && now.Before(cur.expiresAt) {
+		return copyReservation(cur.r), false, nil
+	}
+	stored := reservation{r: copyReservation(r), expiresAt: now.Add(ttl)}
+	s.reservations[key] = stored
+	s.resExpires.add(stored.expiresAt, key)
+	return copyReservation(stored.r), true, nil
+}
+
+// Release implements eventstore.Store.
+func (s *Store) Release(_ context.Context, key, executionID string) error {
+	if s.isClosed.Load() {
+		return eventstore.ErrClosed
+	}
+	s.resMu.Lock()
+	defer s.resMu.Unlock()
+	if cur, ok := s.reservations[key]; ok && cur.r.ExecutionID == executionID {
+		delete(s.reservations, key)
+	}
+	return nil
+}
+
+// Sweep removes terminal executions whose retention has ended and expired reservations.
+// A background goroutine calls it periodically (see WithSweepInterval); tests call it
+// after moving their clock. Waiters of a removed execution return ErrNotFound.
+func (s *Store) Sweep() {
+	now := s.now()
+
+	s.expMu.Lock()
+	due := s.execExpires.due(now)
+	s.expMu.Unlock()
+	if len(due) > 0 {
+		s.mu.Lock()
+		for _, id := range due {
+			e := s.execs[id]
+			if e == nil {
+				continue
+			}
+			e.mu.Lock()
+			if e.terminal && !e.expiresAt.After(now) {
+				delete(s.execs, id)
+				e.removed = true
+				e.notify()
+				e.fire()
+			}
+			e.mu.Unlock()
+		}
+		s.mu.Unlock()
+	}
+
+	s.resMu.Lock()
+	for _, key := range s.resExpires.due(now) {
+		// The queue may hold stale entries for keys released and reserved again.
+		if cur, ok := s.reservations[key]; ok && !cur.expiresAt.After(now) {
+			delete(s.reservations, key)
+		}
+	}
+	s.resMu.Unlock()
+}
+
+// Close implements eventstore.Store. It stops the background sweep; stored data stays
+// until the Store is garbage.
+func (s *Store) Close() error {
+	s.closeOnce.Do(func() {
+		s.isClosed.Store(true)
+		close(s.closed)
+	})
+	s.sweeper.Wait()
+	return nil
+}
+
+func (s *Store) sweepEvery(d time.Duration) {
+	t := time.NewTicker(d)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.closed:
+			return
+		case <-t.C:
+			s.Sweep()
+		}
+	}
+}
+
+// lookup finds an execution. Callers must check e.removed under e.mu, since a sweep
+// may remove it between the two locks.
+func (s *Store) lookup(id string) (*execution, error) {
+	if s.isClosed.Load() {
+		return nil, eventstore.ErrClosed
+	}
+	s.mu.RLock()
+	e := s.execs[id]
+	s.mu.RUnlock()
+	if e == nil {
+		return nil, notFound(id)
+	}
+	return e, nil
+}
+
+// notify wakes Wait callers. Called with e.mu held.
+func (e *execution) notify() {
+	if e.changed != nil {
+		close(e.changed)
+		e.changed = nil
+	}
+}
+
+// fire wakes WaitCancel callers. Called with e.mu held.
+func (e *execution) fire() {
+	if e.signal != nil {
+		close(e.signal)
+		e.signal = nil
+	}
+}
+
+// compact packs a terminal execution's payloads into one buffer and trims the event
+// slice to its length. Nothing can be appended any more, and retained terminal
+// executions are most of the store's memory: this saves the slice's growth slack and
+// the per-allocation rounding of many small payloads. Called with e.mu held.
+func (e *execution) compact() {
+	size := 0
+	for _, en := range e.events {
+		size += len(en.data)
+	}
+	buf := make([]byte, 0, size)
+	events := make([]entry, len(e.events))
+	for i, en := range e.events {
+		events[i] = en
+		if en.data != nil {
+			start := len(buf)
+			buf = append(buf, en.data...)
+			events[i].data = buf[start:len(buf):len(buf)]
+		}
+	}
+	e.events = events
+}
+
+func notFound(id string) error {
+	return fmt.Errorf("execution %s: %w", id, eventstore.ErrNotFound)
+}
+
+func copyRecord(r eventstore.Record) eventstore.Record {
+	r.Info = bytes.Clone(r.Info)
+	return r
+}
+
+func copyReservation(r eventstore.Reservation) eventstore.Reservation {
+	r.Response = bytes.Clone(r.Response)
+	return r
+}

@@ -1,0 +1,121 @@
+// Package eventstore defines the Store: the record of every execution's events, its
+// idempotency reservations and its cancel requests (CONTRACT §11). It is the only state
+// runtime replicas share, so any replica can serve an execution's events, its status and
+// its cancellation while another replica runs it.
+//
+// Implementations live in subpackages (memory; later redis) and must pass the shared
+// conformance suite in package storetest. The interface is deliberately small and maps
+// onto Redis Streams: an explicit stream id per sequence (XADD), range reads (XRANGE),
+// blocking reads (XREAD BLOCK), SET NX PX for reservations, key expiry for retention and
+// pub/sub for cancel signals.
+package eventstore
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	"github.com/switchboard-dev/switchboard/runtime/protocol"
+)
+
+// Store records executions and their events. All methods are safe for concurrent use,
+// also across processes sharing one backend. Values passed in are copied and values
+// returned are the caller's own: mutating either never changes what is stored.
+type Store interface {
+	// Create registers a new execution with no events. It returns ErrExists if an
+	// execution with rec.ID is already stored and ErrInvalid if rec.ID is empty.
+	Create(ctx context.Context, rec Record) error
+
+	// Append records ev as the next event of execution ev.ExecutionID. ev.Sequence must
+	// be exactly one more than the last recorded sequence (1 for the first event), else
+	// ErrSequence. Nothing may follow a terminal event (ErrTerminated); appending one
+	// starts the execution's retention period. An unknown execution gives ErrNotFound,
+	// an empty ExecutionID or Type ErrInvalid. Whenever an error is returned nothing was
+	// stored, so sequences stay gap-free.
+	Append(ctx context.Context, ev protocol.Event) error
+
+	// Get returns the execution's record and progress, or ErrNotFound.
+	Get(ctx context.Context, id string) (Status, error)
+
+	// Read returns, in sequence order, the events of execution id whose sequence is
+	// greater than after, at most limit of them (limit <= 0: no limit). An empty result
+	// is not an error; an unknown execution is (ErrNotFound).
+	Read(ctx context.Context, id string, after uint64, limit int) ([]protocol.Event, error)
+
+	// Wait blocks until execution id has an event with a sequence greater than after and
+	// then returns nil; it returns nil at once if such an event already exists. It
+	// returns ErrTerminated when the execution is terminal and nothing newer than after
+	// exists (nothing ever will), ErrNotFound when the execution is unknown or removed,
+	// and ctx.Err() when ctx ends. Readers tail an execution by alternating Read and
+	// Wait with their own cursor: the store keeps no per-reader state, so a slow reader
+	// costs no memory and never holds up the writer.
+	Wait(ctx context.Context, id string, after uint64) error
+
+	// Reserve stores r under the idempotency key unless an unexpired reservation is
+	// already stored there, atomically. It returns the reservation now stored and
+	// reserved=true if it was r, or the existing one and reserved=false. The reservation
+	// expires ttl after it was made. Empty keys and ttl <= 0 give ErrInvalid.
+	Reserve(ctx context.Context, key string, r Reservation, ttl time.Duration) (existing Reservation, reserved bool, err error)
+
+	// Release deletes the reservation under key if it names executionID. Matching the
+	// execution keeps a late Release (after expiry and a new reservation by another
+	// request) from deleting a reservation it does not own. Releasing a missing or
+	// foreign reservation is not an error.
+	Release(ctx context.Context, key, executionID string) error
+
+	// RequestCancel records that the execution should be cancelled and wakes its
+	// WaitCancel callers on every replica. It is idempotent. It returns ErrNotFound for
+	// an unknown execution and ErrTerminated for a terminal one, where cancelling has no
+	// effect (callers answer such a cancel as a no-op).
+	RequestCancel(ctx context.Context, id string) error
+
+	// WaitCancel blocks until a cancel of execution id is requested and then returns
+	// nil; it returns nil at once if one already was. It returns ErrTerminated once the
+	// execution is terminal without a cancel request, ErrNotFound when the execution is
+	// unknown or removed, and ctx.Err() when ctx ends. The replica running an execution
+	// calls it in a goroutine to learn of cancels made on any replica.
+	WaitCancel(ctx context.Context, id string) error
+
+	// Close releases the store's resources and wakes blocked callers, which return
+	// ErrClosed, as do later calls. Close is idempotent.
+	Close() error
+}
+
+// Record is what the engine registers when it creates an execution.
+type Record struct {
+	// ID is the execution id (exe_…).
+	ID string
+	// CreatedAt is when the execution was accepted.
+	CreatedAt time.Time
+	// Info is opaque to the store and owned by the engine (ability, metadata, deadline,
+	// …); JSON so that every implementation can persist it as it is.
+	Info json.RawMessage
+}
+
+// Status is an execution's record and its progress so far.
+type Status struct {
+	Record
+	// LastSequence is the sequence of the last recorded event; 0 before the first.
+	LastSequence uint64
+	// Terminal reports whether the last recorded event is terminal.
+	Terminal bool
+	// UpdatedAt is the Timestamp of the last recorded event, or CreatedAt before the
+	// first, so that every replica reports the same value.
+	UpdatedAt time.Time
+	// CancelRequested reports whether RequestCancel succeeded for the execution.
+	CancelRequested bool
+}
+
+// Reservation is what an idempotency key maps to: enough to answer a replay with the
+// original response, even after the execution itself has been removed.
+type Reservation struct {
+	// Fingerprint is the hash of the canonical request body; a replay with another
+	// fingerprint is a reuse of the key.
+	Fingerprint string
+	// ExecutionID is the execution created for the key.
+	ExecutionID string
+	// Response is the original 202 response body.
+	Response json.RawMessage
+	// CreatedAt is when the reservation was made.
+	CreatedAt time.Time
+}

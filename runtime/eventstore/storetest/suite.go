@@ -1,0 +1,843 @@
+package storetest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"github.com/switchboard-dev/switchboard/runtime/eventstore"
+	"github.com/switchboard-dev/switchboard/runtime/protocol"
+)
+
+const (
+	// timeout bounds what must happen; only a broken store reaches it.
+	timeout = 10 * time.Second
+	// blockGrace is how long a call must stay blocked to count as waiting. A store
+	// that is too slow to block in time only makes the "already waiting" tests
+	// weaker, never flaky.
+	blockGrace = 50 * time.Millisecond
+	// readers and tailEvents size the concurrent tail test.
+	readers    = 50
+	tailEvents = 500
+)
+
+// base is the time of the first event; microseconds, as the runtime writes them.
+var base = time.Date(2026, 12, 2, 13, 0, 0, 123456000, time.UTC)
+
+var tests = []struct {
+	name string
+	run  func(t *testing.T, h Harness)
+}{
+	{"CreateAndGet", testCreateAndGet},
+	{"InvalidArguments", testInvalidArguments},
+	{"UnknownExecution", testUnknownExecution},
+	{"AppendInOrder", testAppendInOrder},
+	{"AppendRejectsOutOfOrder", testAppendRejectsOutOfOrder},
+	{"NothingAfterTerminal", testNothingAfterTerminal},
+	{"ReadAfterLimit", testReadAfterLimit},
+	{"WaitReturnsWhenDataExists", testWaitReturnsWhenDataExists},
+	{"WaitWakesOnAppend", testWaitWakesOnAppend},
+	{"TerminalWakesEveryWaiter", testTerminalWakesEveryWaiter},
+	{"WaitHonoursContext", testWaitHonoursContext},
+	{"RetentionRemovesOnlyTerminal", testRetention},
+	{"ReserveIsAtomic", testReserveIsAtomic},
+	{"ReleaseThenReserve", testReleaseThenReserve},
+	{"ReservationExpires", testReservationExpires},
+	{"CancelWakesWaiters", testCancelWakesWaiters},
+	{"CancelAfterTerminal", testCancelAfterTerminal},
+	{"ConcurrentTail", testConcurrentTail},
+	{"CopiesInAndOut", testCopies},
+	{"Close", testClose},
+}
+
+func testCreateAndGet(t *testing.T, h Harness) {
+	ctx := t.Context()
+	rec := record(t)
+	if err := h.Store.Create(ctx, rec); err != nil {
+		t.Fatalf("Create: %v", err)
+	}
+	want := eventstore.Status{Record: rec, UpdatedAt: rec.CreatedAt}
+	for name, s := range map[string]eventstore.Store{"store": h.Store, "peer": h.Peer} {
+		got, err := s.Get(ctx, rec.ID)
+		if err != nil {
+			t.Fatalf("%s: Get: %v", name, err)
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("%s: Get (-want +got):\n%s", name, diff)
+		}
+	}
+
+	dup := rec
+	dup.Info = json.RawMessage(`{"other":true}`)
+	if err := h.Peer.Create(ctx, dup); !errors.Is(err, eventstore.ErrExists) {
+		t.Errorf("Create duplicate: got %v, want ErrExists", err)
+	}
+	got, err := h.Store.Get(ctx, rec.ID)
+	if err != nil {
+		t.Fatalf("Get: %v", err)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("duplicate Create changed the record (-want +got):\n%s", diff)
+	}
+}
+
+func testInvalidArguments(t *testing.T, h Harness) {
+	ctx := t.Context()
+	s := h.Store
+	if err := s.Create(ctx, eventstore.Record{CreatedAt: base}); !errors.Is(err, eventstore.ErrInvalid) {
+		t.Errorf("Create with empty id: got %v, want ErrInvalid", err)
+	}
+	id := create(t, s)
+	noID := event(id, 1, protocol.EventAccepted)
+	noID.ExecutionID = ""
+	if err := s.Append(ctx, noID); !errors.Is(err, eventstore.ErrInvalid) {
+		t.Errorf("Append with empty execution id: got %v, want ErrInvalid", err)
+	}
+	if err := s.Append(ctx, event(id, 1, "")); !errors.Is(err, eventstore.ErrInvalid) {
+		t.Errorf("Append with empty type: got %v, want ErrInvalid", err)
+	}
+	if st := status(t, s, id); st.LastSequence != 0 {
+		t.Errorf("rejected appends stored events: LastSequence %d", st.LastSequence)
+	}
+	r := reservation(id)
+	if _, _, err := s.Reserve(ctx, "", r, h.Retention); !errors.Is(err, eventstore.ErrInvalid) {
+		t.Errorf("Reserve with empty key: got %v, want ErrInvalid", err)
+	}
+	for _, ttl := range []time.Duration{0, -time.Second} {
+		if _, _, err := s.Reserve(ctx, key(t), r, ttl); !errors.Is(err, eventstore.ErrInvalid) {
+			t.Errorf("Reserve with ttl %v: got %v, want ErrInvalid", ttl, err)
+		}
+	}
+}
+
+func testUnknownExecution(t *testing.T, h Harness) {
+	ctx := t.Context()
+	id := newID(t)
+	checkGone(t, h.Store, id)
+	if _, err := h.Store.Get(ctx, id); !errors.Is(err, eventstore.ErrNotFound) {
+		t.Fatalf("Append to an unknown execution created it: Get: %v", err)
+	}
+}
+
+// checkGone asserts that every method taking an execution id reports ErrNotFound.
+func checkGone(t *testing.T, s eventstore.Store, id string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), timeout)
+	defer cancel()
+	checks := map[string]error{}
+	_, checks["Get"] = s.Get(ctx, id)
+	_, checks["Read"] = s.Read(ctx, id, 0, 0)
+	checks["Append"] = s.Append(ctx, event(id, 1, protocol.EventAccepted))
+	checks["Wait"] = s.Wait(ctx, id, 0)
+	checks["RequestCancel"] = s.RequestCancel(ctx, id)
+	checks["WaitCancel"] = s.WaitCancel(ctx, id)
+	for name, err := range checks {
+		if !errors.Is(err, eventstore.ErrNotFound) {
+			t.Errorf("%s(%s): got %v, want ErrNotFound", name, id, err)
+		}
+	}
+}
+
+func testAppendInOrder(t *testing.T, h Harness) {
+	ctx := t.Context()
+	id := create(t, h.Store)
+	want := events(id, 1, 5, false)
+	for i, ev := range want {
+		// Alternate handles: the sequence is per execution, not per replica.
+		s := h.Store
+		if i%2 == 1 {
+			s = h.Peer
+		}
+		if err := s.Append(ctx, ev); err != nil {
+			t.Fatalf("Append %d: %v", ev.Sequence, err)
+		}
+	}
+	checkEvents(t, h.Peer, id, want)
+	st := status(t, h.Store, id)
+	if st.LastSequence != 5 || st.Terminal || !st.UpdatedAt.Equal(want[4].Timestamp) {
+		t.Errorf("Get: LastSequence %d, Terminal %v, UpdatedAt %v; want 5, false, %v",
+			st.LastSequence, st.Terminal, st.UpdatedAt, want[4].Timestamp)
+	}
+}
+
+func testAppendRejectsOutOfOrder(t *testing.T, h Harness) {
+	ctx := t.Context()
+	fresh := create(t, h.Store)
+	for _, seq := range []uint64{0, 2, 7} {
+		if err := h.Store.Append(ctx, event(fresh, seq, protocol.EventAccepted)); !errors.Is(err, eventstore.ErrSequence) {
+			t.Errorf("first Append with sequence %d: got %v, want ErrSequence", seq, err)
+		}
+	}
+	checkEvents(t, h.Store, fresh, nil)
+
+	id := create(t, h.Store)
+	stored := events(id, 1, 3, false)
+	appendAll(t, h.Store, stored)
+	for _, tc := range []struct {
+		name string
+		seq  uint64
+	}{
+		{"zero", 0},
+		{"duplicate of first", 1},
+		{"duplicate of last", 3},
+		{"gap", 5},
+		{"far gap", 1 << 40},
+	} {
+		ev := event(id, tc.seq, protocol.EventOutputDelta)
+		if err := h.Peer.Append(ctx, ev); !errors.Is(err, eventstore.ErrSequence) {
+			t.Errorf("%s: Append sequence %d: got %v, want ErrSequence", tc.name, tc.seq, err)
+		}
+		// A rejected terminal event must not end the execution either.
+		ev.Type = protocol.EventCompleted
+		if err := h.Peer.Append(ctx, ev); !errors.Is(err, eventstore.ErrSequence) {
+			t.Errorf("%s: Append terminal sequence %d: got %v, want ErrSequence", tc.name, tc.seq, err)
+		}
+	}
+	checkEvents(t, h.Store, id, stored)
+	if st := status(t, h.Store, id); st.LastSequence != 3 || st.Terminal {
+		t.Errorf("after rejected appends: LastSequence %d, Terminal %v; want 3, false", st.LastSequence, st.Terminal)
+	}
+	// The next sequence is still accepted: rejections left no hole or reservation.
+	next := event(id, 4, protocol.EventOutputDelta)
+	if err := h.Store.Append(ctx, next); err != nil {
+		t.Fatalf("Append 4 after rejections: %v", err)
+	}
+	checkEvents(t, h.Store, id, append(stored, next))
+}
+
+func testNothingAfterTerminal(t *testing.T, h Harness) {
+	for _, typ := range []protocol.EventType{protocol.EventCompleted, protocol.EventFailed} {
+		t.Run(string(typ), func(t *testing.T) {
+			ctx := t.Context()
+			id := create(t, h.Store)
+			evs := events(id, 1, 3, false)
+			evs = append(evs, event(id, 4, typ))
+			appendAll(t, h.Store, evs)
+			st := status(t, h.Peer, id)
+			if st.LastSequence != 4 || !st.Terminal {
+				t.Errorf("Get: LastSequence %d, Terminal %v; want 4, true", st.LastSequence, st.Terminal)
+			}
+			for _, ev := range []protocol.Event{
+				event(id, 5, protocol.EventOutputDelta),
+				event(id, 5, protocol.EventCompleted),
+				event(id, 4, protocol.EventFailed),
+			} {
+				if err := h.Peer.Append(ctx, ev); !errors.Is(err, eventstore.ErrTerminated) {
+					t.Errorf("Append %d %s after terminal: got %v, want ErrTerminated", ev.Sequence, ev.Type, err)
+				}
+			}
+			checkEvents(t, h.Store, id, evs)
+		})
+	}
+}
+
+func testReadAfterLimit(t *testing.T, h Harness) {
+	ctx := t.Context()
+	id := create(t, h.Store)
+	all := events(id, 1, 10, true)
+	appendAll(t, h.Store, all)
+	for _, tc := range []struct {
+		after      uint64
+		limit      int
+		start, end int // want all[start:end]
+	}{
+		{0, 0, 0, 10},
+		{0, -1, 0, 10},
+		{0, 3, 0, 3},
+		{3, 0, 3, 10},
+		{3, 4, 3, 7},
+		{7, 100, 7, 10},
+		{9, 1, 9, 10},
+		{9, 0, 9, 10},
+		{10, 0, 10, 10},
+		{10, 5, 10, 10},
+		{1 << 62, 5, 10, 10},
+	} {
+		got, err := h.Peer.Read(ctx, id, tc.after, tc.limit)
+		if err != nil {
+			t.Fatalf("Read(after %d, limit %d): %v", tc.after, tc.limit, err)
+		}
+		if diff := cmp.Diff(all[tc.start:tc.end], got, cmpopts.EquateEmpty()); diff != "" {
+			t.Errorf("Read(after %d, limit %d) (-want +got):\n%s", tc.after, tc.limit, diff)
+		}
+	}
+}
+
+func testWaitReturnsWhenDataExists(t *testing.T, h Harness) {
+	ctx, cancel := context.WithTimeout(t.Context(), timeout)
+	defer cancel()
+	id := create(t, h.Store)
+	appendAll(t, h.Store, events(id, 1, 3, false))
+	for _, after := range []uint64{0, 1, 2} {
+		if err := h.Peer.Wait(ctx, id, after); err != nil {
+			t.Errorf("Wait(after %d) with 3 events: %v", after, err)
+		}
+	}
+	// Waiting past the end of a terminal execution could never end: it must say so.
+	appendAll(t, h.Store, []protocol.Event{event(id, 4, protocol.EventFailed)})
+	if err := h.Peer.Wait(ctx, id, 3); err != nil {
+		t.Errorf("Wait(after 3) with terminal event 4: %v", err)
+	}
+	for _, after := range []uint64{4, 9} {
+		if err := h.Peer.Wait(ctx, id, after); !errors.Is(err, eventstore.ErrTerminated) {
+			t.Errorf("Wait(after %d) on terminal execution with 4 events: got %v, want ErrTerminated", after, err)
+		}
+	}
+}
+
+func testWaitWakesOnAppend(t *testing.T, h Harness) {
+	ctx, cancel := context.WithTimeout(t.Context(), timeout)
+	defer cancel()
+	id := create(t, h.Store)
+	appendAll(t, h.Store, events(id, 1, 2, false))
+	// Waiters past the next event must keep waiting when it arrives.
+	near := start(func() error { return h.Peer.Wait(ctx, id, 2) })
+	far := start(func() error { return h.Peer.Wait(ctx, id, 3) })
+	assertBlocked(t, near, far)
+	appendAll(t, h.Store, []protocol.Event{event(id, 3, protocol.EventOutputDelta)})
+	if err := result(t, near); err != nil {
+		t.Errorf("Wait(after 2) woken by event 3: %v", err)
+	}
+	assertBlocked(t, far)
+	appendAll(t, h.Store, []protocol.Event{event(id, 4, protocol.EventOutputDelta)})
+	if err := result(t, far); err != nil {
+		t.Errorf("Wait(after 3) woken by event 4: %v", err)
+	}
+}
+
+func testTerminalWakesEveryWaiter(t *testing.T, h Harness) {
+	ctx, cancel := context.WithTimeout(t.Context(), timeout)
+	defer cancel()
+	id := create(t, h.Store)
+	appendAll(t, h.Store, events(id, 1, 2, false))
+	var waiters []<-chan error
+	for i := range 10 {
+		s := h.Store
+		if i%2 == 1 {
+			s = h.Peer
+		}
+		waiters = append(waiters, start(func() error { return s.Wait(ctx, id, 2) }))
+	}
+	assertBlocked(t, waiters...)
+	terminal := event(id, 3, protocol.EventCompleted)
+	appendAll(t, h.Store, []protocol.Event{terminal})
+	for i, w := range waiters {
+		if err := result(t, w); err != nil {
+			t.Errorf("waiter %d: Wait: %v", i, err)
+		}
+	}
+	got, err := h.Peer.Read(ctx, id, 2, 0)
+	if err != nil {
+		t.Fatalf("Read: %v", err)
+	}
+	if diff := cmp.Diff([]protocol.Event{terminal}, got); diff != "" {
+		t.Errorf("Read after terminal (-want +got):\n%s", diff)
+	}
+}
+
+func testWaitHonoursContext(t *testing.T, h Harness) {
+	id := create(t, h.Store)
+	appendAll(t, h.Store, events(id, 1, 1, false))
+
+	ctx, cancel := context.WithCancel(t.Context())
+	wait := start(func() error { return h.Store.Wait(ctx, id, 1) })
+	waitCancel := start(func() error { return h.Store.WaitCancel(ctx, id) })
+	assertBlocked(t, wait, waitCancel)
+	cancel()
+	if err := result(t, wait); !errors.Is(err, context.Canceled) {
+		t.Errorf("Wait after cancel: got %v, want context.Canceled", err)
+	}
+	if err := result(t, waitCancel); !errors.Is(err, context.Canceled) {
+		t.Errorf("WaitCancel after cancel: got %v, want context.Canceled", err)
+	}
+
+	ctx, cancel = context.WithTimeout(t.Context(), blockGrace)
+	defer cancel()
+	if err := h.Store.Wait(ctx, id, 1); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Wait past deadline: got %v, want context.DeadlineExceeded", err)
+	}
+}
+
+func testRetention(t *testing.T, h Harness) {
+	ctx := t.Context()
+	done := create(t, h.Store)
+	appendAll(t, h.Store, events(done, 1, 3, true))
+	running := create(t, h.Store)
+	appendAll(t, h.Store, events(running, 1, 3, false))
+	idle := create(t, h.Store)
+
+	h.Advance(h.Retention / 2)
+	for _, id := range []string{done, running, idle} {
+		if _, err := h.Peer.Get(ctx, id); err != nil {
+			t.Fatalf("Get %s within retention: %v", id, err)
+		}
+	}
+	checkEvents(t, h.Peer, done, events(done, 1, 3, true))
+
+	h.Advance(h.Retention)
+	checkGone(t, h.Store, done)
+	checkGone(t, h.Peer, done)
+	// Only the terminal event starts the clock: running executions are never expired.
+	checkEvents(t, h.Peer, running, events(running, 1, 3, false))
+	if _, err := h.Peer.Get(ctx, idle); err != nil {
+		t.Errorf("Get execution without events after retention: %v", err)
+	}
+	appendAll(t, h.Store, []protocol.Event{event(running, 4, protocol.EventCompleted)})
+}
+
+func testReserveIsAtomic(t *testing.T, h Harness) {
+	ctx := t.Context()
+	k := key(t)
+	const n = 32
+	type outcome struct {
+		r        eventstore.Reservation
+		reserved bool
+		err      error
+	}
+	outcomes := make([]outcome, n)
+	ready := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range n {
+		s := h.Store
+		if i%2 == 1 {
+			s = h.Peer
+		}
+		wg.Go(func() {
+			<-ready
+			r := reservation(fmt.Sprintf("exe_candidate_%d", i))
+			o := &outcomes[i]
+			o.r, o.reserved, o.err = s.Reserve(ctx, k, r, h.Retention)
+		})
+	}
+	close(ready)
+	wg.Wait()
+
+	winner := -1
+	for i, o := range outcomes {
+		if o.err != nil {
+			t.Fatalf("Reserve %d: %v", i, o.err)
+		}
+		if o.reserved {
+			if winner >= 0 {
+				t.Fatalf("Reserve: both %d and %d reserved the key", winner, i)
+			}
+			winner = i
+		}
+	}
+	if winner < 0 {
+		t.Fatal("Reserve: nobody reserved the key")
+	}
+	want := reservation(fmt.Sprintf("exe_candidate_%d", winner))
+	for i, o := range outcomes {
+		if diff := cmp.Diff(want, o.r); diff != "" {
+			t.Errorf("Reserve %d returned another reservation than the winner's (-want +got):\n%s", i, diff)
+		}
+	}
+}
+
+func testReleaseThenReserve(t *testing.T, h Harness) {
+	ctx := t.Context()
+	k := key(t)
+	first, second := reservation("exe_first"), reservation("exe_second")
+	reserve(t, h.Store, k, first, h.Retention, true, first)
+	reserve(t, h.Peer, k, second, h.Retention, false, first)
+
+	// A Release naming another execution must leave the owner's reservation alone.
+	if err := h.Peer.Release(ctx, k, second.ExecutionID); err != nil {
+		t.Fatalf("Release foreign: %v", err)
+	}
+	reserve(t, h.Peer, k, second, h.Retention, false, first)
+
+	if err := h.Peer.Release(ctx, k, first.ExecutionID); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	reserve(t, h.Store, k, second, h.Retention, true, second)
+	if err := h.Store.Release(ctx, key(t), "exe_none"); err != nil {
+		t.Errorf("Release of a missing key: %v", err)
+	}
+}
+
+func testReservationExpires(t *testing.T, h Harness) {
+	k := key(t)
+	first, second := reservation("exe_first"), reservation("exe_second")
+	reserve(t, h.Store, k, first, h.Retention, true, first)
+	h.Advance(h.Retention / 2)
+	reserve(t, h.Peer, k, second, h.Retention, false, first)
+	h.Advance(h.Retention)
+	reserve(t, h.Peer, k, second, h.Retention, true, second)
+	reserve(t, h.Store, k, first, h.Retention, false, second)
+}
+
+func testCancelWakesWaiters(t *testing.T, h Harness) {
+	ctx, cancel := context.WithTimeout(t.Context(), timeout)
+	defer cancel()
+	id := create(t, h.Store)
+	appendAll(t, h.Store, events(id, 1, 2, false))
+	var waiters []<-chan error
+	for i := range 4 {
+		s := h.Store
+		if i%2 == 1 {
+			s = h.Peer
+		}
+		waiters = append(waiters, start(func() error { return s.WaitCancel(ctx, id) }))
+	}
+	assertBlocked(t, waiters...)
+	if st := status(t, h.Store, id); st.CancelRequested {
+		t.Error("Get before RequestCancel: CancelRequested is true")
+	}
+
+	if err := h.Peer.RequestCancel(ctx, id); err != nil {
+		t.Fatalf("RequestCancel: %v", err)
+	}
+	for i, w := range waiters {
+		if err := result(t, w); err != nil {
+			t.Errorf("waiter %d: WaitCancel: %v", i, err)
+		}
+	}
+	if err := h.Store.RequestCancel(ctx, id); err != nil {
+		t.Errorf("second RequestCancel: %v", err)
+	}
+	if st := status(t, h.Store, id); !st.CancelRequested {
+		t.Error("Get after RequestCancel: CancelRequested is false")
+	}
+	if err := h.Store.WaitCancel(ctx, id); err != nil {
+		t.Errorf("WaitCancel after RequestCancel: %v", err)
+	}
+
+	// The engine ends a cancelled execution with its terminal event; the request stays
+	// visible and later cancels are no-ops.
+	appendAll(t, h.Store, []protocol.Event{event(id, 3, protocol.EventFailed)})
+	if err := h.Peer.WaitCancel(ctx, id); err != nil {
+		t.Errorf("WaitCancel after cancel and terminal: %v", err)
+	}
+	if err := h.Peer.RequestCancel(ctx, id); !errors.Is(err, eventstore.ErrTerminated) {
+		t.Errorf("RequestCancel after terminal: got %v, want ErrTerminated", err)
+	}
+	checkEvents(t, h.Store, id, append(events(id, 1, 2, false), event(id, 3, protocol.EventFailed)))
+}
+
+func testCancelAfterTerminal(t *testing.T, h Harness) {
+	ctx, cancel := context.WithTimeout(t.Context(), timeout)
+	defer cancel()
+	id := create(t, h.Store)
+	appendAll(t, h.Store, events(id, 1, 2, false))
+	// A watcher ends by itself when the execution ends without a cancel.
+	w := start(func() error { return h.Peer.WaitCancel(ctx, id) })
+	assertBlocked(t, w)
+	appendAll(t, h.Store, []protocol.Event{event(id, 3, protocol.EventCompleted)})
+	if err := result(t, w); !errors.Is(err, eventstore.ErrTerminated) {
+		t.Errorf("WaitCancel when the execution ends: got %v, want ErrTerminated", err)
+	}
+	if err := h.Peer.RequestCancel(ctx, id); !errors.Is(err, eventstore.ErrTerminated) {
+		t.Errorf("RequestCancel on terminal execution: got %v, want ErrTerminated", err)
+	}
+	if err := h.Store.WaitCancel(ctx, id); !errors.Is(err, eventstore.ErrTerminated) {
+		t.Errorf("WaitCancel on terminal execution: got %v, want ErrTerminated", err)
+	}
+	if st := status(t, h.Store, id); st.CancelRequested {
+		t.Error("Get: CancelRequested after a rejected RequestCancel")
+	}
+}
+
+func testConcurrentTail(t *testing.T, h Harness) {
+	ctx, cancel := context.WithTimeout(t.Context(), 3*timeout)
+	defer cancel()
+	id := create(t, h.Store)
+
+	var wg, started sync.WaitGroup
+	started.Add(readers)
+	for r := range readers {
+		s := h.Store
+		if r%2 == 1 {
+			s = h.Peer
+		}
+		wg.Go(func() {
+			started.Done()
+			// Small batches make readers interleave with the writer.
+			limit := 1 + r%16
+			var after uint64
+			for {
+				evs, err := s.Read(ctx, id, after, limit)
+				if err != nil {
+					t.Errorf("reader %d: Read(after %d): %v", r, after, err)
+					return
+				}
+				if len(evs) > limit {
+					t.Errorf("reader %d: Read(limit %d) returned %d events", r, limit, len(evs))
+					return
+				}
+				for _, ev := range evs {
+					if ev.Sequence != after+1 || ev.ExecutionID != id {
+						t.Errorf("reader %d: got event %s/%d after %d", r, ev.ExecutionID, ev.Sequence, after)
+						return
+					}
+					after = ev.Sequence
+					if ev.Type.Terminal() {
+						if after != tailEvents {
+							t.Errorf("reader %d: terminal event at %d, want %d", r, after, tailEvents)
+						}
+						return
+					}
+				}
+				if err := s.Wait(ctx, id, after); err != nil {
+					t.Errorf("reader %d: Wait(after %d): %v", r, after, err)
+					return
+				}
+			}
+		})
+	}
+	// Readers that start before the writer, and a writer that yields, make most reads
+	// end in Wait rather than finding everything already stored.
+	started.Wait()
+	for _, ev := range events(id, 1, tailEvents, true) {
+		if err := h.Store.Append(ctx, ev); err != nil {
+			t.Errorf("Append %d: %v", ev.Sequence, err)
+			break
+		}
+		if ev.Sequence%8 == 0 {
+			runtime.Gosched()
+		}
+	}
+	wg.Wait()
+}
+
+func testCopies(t *testing.T, h Harness) {
+	ctx := t.Context()
+	rec := record(t)
+	wantInfo := string(rec.Info)
+	if err := h.Store.Create(ctx, rec); err != nil {
+		t.Fatalf("Create: %v", err)
+	}
+	rec.Info[0] = 'X'
+	st := status(t, h.Store, rec.ID)
+	if string(st.Info) != wantInfo {
+		t.Errorf("mutating Info after Create changed the store: %s", st.Info)
+	}
+	st.Info[0] = 'X'
+	if st := status(t, h.Store, rec.ID); string(st.Info) != wantInfo {
+		t.Errorf("mutating Info returned by Get changed the store: %s", st.Info)
+	}
+
+	id := rec.ID
+	want := events(id, 1, 3, false)
+	for _, ev := range events(id, 1, 3, false) {
+		if err := h.Store.Append(ctx, ev); err != nil {
+			t.Fatalf("Append: %v", err)
+		}
+		ev.Data[0] = 'X'
+	}
+	checkEvents(t, h.Store, id, want)
+	got, err := h.Store.Read(ctx, id, 0, 0)
+	if err != nil {
+		t.Fatalf("Read: %v", err)
+	}
+	got[0].Data[1] = 'X'
+	// Growing a returned payload in place must reach neither the store nor its
+	// neighbours in the same result.
+	_ = append(got[0].Data, "XXXXXXXXXXXXXXXX"...)
+	if diff := cmp.Diff(want[1:], got[1:]); diff != "" {
+		t.Errorf("growing one returned payload changed the others (-want +got):\n%s", diff)
+	}
+	checkEvents(t, h.Store, id, want)
+
+	k := key(t)
+	r := reservation(id)
+	wantResponse := string(r.Response)
+	stored, _, err := h.Store.Reserve(ctx, k, r, h.Retention)
+	if err != nil {
+		t.Fatalf("Reserve: %v", err)
+	}
+	r.Response[0] = 'X'
+	stored.Response[1] = 'X'
+	existing, reserved, err := h.Store.Reserve(ctx, k, reservation("exe_other"), h.Retention)
+	if err != nil || reserved {
+		t.Fatalf("Reserve again: reserved %v, err %v", reserved, err)
+	}
+	if string(existing.Response) != wantResponse {
+		t.Errorf("mutating a Response changed the stored reservation: %s", existing.Response)
+	}
+}
+
+func testClose(t *testing.T, h Harness) {
+	ctx, cancel := context.WithTimeout(t.Context(), timeout)
+	defer cancel()
+	id := create(t, h.Store)
+	appendAll(t, h.Store, events(id, 1, 1, false))
+	wait := start(func() error { return h.Store.Wait(ctx, id, 1) })
+	waitCancel := start(func() error { return h.Store.WaitCancel(ctx, id) })
+	assertBlocked(t, wait, waitCancel)
+	if err := h.Store.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if err := result(t, wait); !errors.Is(err, eventstore.ErrClosed) {
+		t.Errorf("Wait blocked during Close: got %v, want ErrClosed", err)
+	}
+	if err := result(t, waitCancel); !errors.Is(err, eventstore.ErrClosed) {
+		t.Errorf("WaitCancel blocked during Close: got %v, want ErrClosed", err)
+	}
+	if _, err := h.Store.Get(ctx, id); !errors.Is(err, eventstore.ErrClosed) {
+		t.Errorf("Get after Close: got %v, want ErrClosed", err)
+	}
+	if err := h.Store.Append(ctx, event(id, 2, protocol.EventCompleted)); !errors.Is(err, eventstore.ErrClosed) {
+		t.Errorf("Append after Close: got %v, want ErrClosed", err)
+	}
+	if err := h.Store.Close(); err != nil {
+		t.Errorf("second Close: %v", err)
+	}
+}
+
+// Helpers.
+
+func newID(t *testing.T) string {
+	t.Helper()
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		t.Fatal(err)
+	}
+	return "exe_" + hex.EncodeToString(b[:])
+}
+
+func key(t *testing.T) string {
+	return "idem_" + newID(t)
+}
+
+func record(t *testing.T) eventstore.Record {
+	return eventstore.Record{
+		ID:        newID(t),
+		CreatedAt: base.Add(-time.Second),
+		Info:      json.RawMessage(`{"ability":"chat","metadata":{"team":"search"}}`),
+	}
+}
+
+func create(t *testing.T, s eventstore.Store) string {
+	t.Helper()
+	rec := record(t)
+	if err := s.Create(t.Context(), rec); err != nil {
+		t.Fatalf("Create: %v", err)
+	}
+	return rec.ID
+}
+
+func reservation(executionID string) eventstore.Reservation {
+	return eventstore.Reservation{
+		Fingerprint: "sha256:0123456789abcdef",
+		ExecutionID: executionID,
+		Response:    json.RawMessage(`{"id":"` + executionID + `","status":"accepted"}`),
+		CreatedAt:   base,
+	}
+}
+
+// reserve calls Reserve and checks its outcome.
+func reserve(t *testing.T, s eventstore.Store, k string, r eventstore.Reservation, ttl time.Duration, wantReserved bool, want eventstore.Reservation) {
+	t.Helper()
+	got, reserved, err := s.Reserve(t.Context(), k, r, ttl)
+	if err != nil {
+		t.Fatalf("Reserve(%s): %v", r.ExecutionID, err)
+	}
+	if reserved != wantReserved {
+		t.Errorf("Reserve(%s): reserved %v, want %v", r.ExecutionID, reserved, wantReserved)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("Reserve(%s) (-want +got):\n%s", r.ExecutionID, diff)
+	}
+}
+
+// event returns event seq of execution id, with a payload unique to it.
+func event(id string, seq uint64, typ protocol.EventType) protocol.Event {
+	return protocol.Event{
+		ExecutionID: id,
+		Sequence:    seq,
+		Timestamp:   base.Add(time.Duration(seq) * time.Millisecond),
+		Type:        typ,
+		Data:        json.RawMessage(fmt.Sprintf(`{"seq":%d}`, seq)),
+	}
+}
+
+// events returns events from..to of execution id: execution.accepted first, then text
+// deltas, and a terminal execution.completed last if terminal.
+func events(id string, from, to uint64, terminal bool) []protocol.Event {
+	var evs []protocol.Event
+	for seq := from; seq <= to; seq++ {
+		typ := protocol.EventOutputDelta
+		switch {
+		case seq == 1:
+			typ = protocol.EventAccepted
+		case seq == to && terminal:
+			typ = protocol.EventCompleted
+		}
+		evs = append(evs, event(id, seq, typ))
+	}
+	return evs
+}
+
+func appendAll(t *testing.T, s eventstore.Store, evs []protocol.Event) {
+	t.Helper()
+	for _, ev := range evs {
+		if err := s.Append(t.Context(), ev); err != nil {
+			t.Fatalf("Append %d: %v", ev.Sequence, err)
+		}
+	}
+}
+
+func status(t *testing.T, s eventstore.Store, id string) eventstore.Status {
+	t.Helper()
+	st, err := s.Get(t.Context(), id)
+	if err != nil {
+		t.Fatalf("Get: %v", err)
+	}
+	return st
+}
+
+// checkEvents asserts that the execution holds exactly want.
+func checkEvents(t *testing.T, s eventstore.Store, id string, want []protocol.Event) {
+	t.Helper()
+	got, err := s.Read(t.Context(), id, 0, 0)
+	if err != nil {
+		t.Fatalf("Read: %v", err)
+	}
+	if diff := cmp.Diff(want, got, cmpopts.EquateEmpty()); diff != "" {
+		t.Errorf("stored events (-want +got):\n%s", diff)
+	}
+}
+
+// start runs f in a goroutine and delivers its result.
+func start(f func() error) <-chan error {
+	ch := make(chan error, 1)
+	go func() { ch <- f() }()
+	return ch
+}
+
+// assertBlocked gives calls started with start time to block and fails if any ended.
+func assertBlocked(t *testing.T, calls ...<-chan error) {
+	t.Helper()
+	time.Sleep(blockGrace)
+	for i, c := range calls {
+		select {
+		case err := <-c:
+			t.Fatalf("call %d returned %v, want it blocked", i, err)
+		default:
+		}
+	}
+}
+
+// result returns the result of a call started with start, failing if it stays blocked.
+func result(t *testing.T, call <-chan error) error {
+	t.Helper()
+	select {
+	case err := <-call:
+		return err
+	case <-time.After(timeout):
+		t.Fatal("call still blocked")
+		return nil
+	}
+}
