@@ -23,6 +23,16 @@ func fetch(g Gomega, md *v1alpha1.ModelDeployment) *v1alpha1.ModelDeployment {
 	return got
 }
 
+// patchMD changes md's spec with a merge patch, which (unlike Update) does not conflict
+// with the controller's concurrent status writes.
+func patchMD(md *v1alpha1.ModelDeployment, mutate func(*v1alpha1.ModelDeployment)) {
+	GinkgoHelper()
+	got := fetch(Default, md)
+	before := got.DeepCopy()
+	mutate(got)
+	Expect(k8s.Patch(suiteCtx, got, client.MergeFrom(before))).To(Succeed())
+}
+
 func condition(md *v1alpha1.ModelDeployment, typ string) metav1.Condition {
 	if c := meta.FindStatusCondition(md.Status.Conditions, typ); c != nil {
 		return *c
@@ -204,9 +214,7 @@ var _ = Describe("ModelDeployment controller", func() {
 		Expect(k8s.Create(suiteCtx, md)).To(Succeed())
 		Eventually(func() bool { return inTable(md) }).Should(BeTrue())
 
-		got := fetch(Default, md)
-		got.Spec.Suspend = true
-		Expect(k8s.Update(suiteCtx, got)).To(Succeed())
+		patchMD(md, func(m *v1alpha1.ModelDeployment) { m.Spec.Suspend = true })
 		Eventually(func(g Gomega) {
 			cur := fetch(g, md)
 			c := condition(cur, v1alpha1.ConditionRoutable)
@@ -217,9 +225,7 @@ var _ = Describe("ModelDeployment controller", func() {
 		}).Should(Succeed())
 		Expect(inTable(md)).To(BeFalse())
 
-		got = fetch(Default, md)
-		got.Spec.Suspend = false
-		Expect(k8s.Update(suiteCtx, got)).To(Succeed())
+		patchMD(md, func(m *v1alpha1.ModelDeployment) { m.Spec.Suspend = false })
 		Eventually(func() bool { return inTable(md) }).Should(BeTrue())
 
 		Expect(k8s.Delete(suiteCtx, md)).To(Succeed())
