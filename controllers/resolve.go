@@ -132,7 +132,7 @@ func resolve(md *v1alpha1.ModelDeployment, secret *corev1.Secret, policies []v1a
 	sort.Strings(res.policies)
 
 	res.routable = firstFailing(md, &res,
-		checkSuspended, checkSpec, checkCredentials, checkAbilities, checkPolicies)
+		checkSuspended, checkAbilities, checkSpec, checkCredentials, checkPolicies)
 	if !res.routable.ok {
 		return res
 	}

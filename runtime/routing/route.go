@@ -1,7 +1,6 @@
 package routing
 
 import (
-	"math"
 	"math/rand/v2"
 	"slices"
 	"time"
@@ -65,29 +64,55 @@ func (e *NoEligibleError) Error() string {
 // eligible = serves the ability, effective capabilities ⊇ required, and every extension
 // key allowed by the deployment's policies; order = preferred refs first in the caller's
 // order, then priority descending, then weighted random by weight among equal priority.
-// Policy caps on deadline and attempts narrow the route's limits; they do not exclude.
+// Only the first q.MaxAttempts positions are drawn, so a lookup in a large table costs one
+// pass over the ability's deployments. Policy caps on deadline and attempts narrow the
+// route's limits; they do not exclude.
 func (t *Table) Route(q Query) (Route, error) {
 	serving := t.byAbility[q.Ability]
 	if len(serving) == 0 {
 		return Route{}, &NoEligibleError{NoAbility: true}
 	}
-	eligible := make([]*Deployment, 0, len(serving))
-	var offered CapSet
-	for _, d := range serving {
-		offered |= d.Capabilities
-		if d.Capabilities.Has(q.Required) && allowsAll(d.Limits, q.ExtensionKeys) {
-			eligible = append(eligible, d)
+	limit := max(q.MaxAttempts, 1)
+	eligible := func(d *Deployment) bool {
+		return d.Capabilities.Has(q.Required) && allowsAll(d.Limits, q.ExtensionKeys)
+	}
+
+	out := make([]*Deployment, 0, limit)
+	for _, ref := range q.Prefer {
+		if len(out) == limit {
+			break
+		}
+		d, ok := t.byRef[ref]
+		if ok && slices.Contains(d.Abilities, q.Ability) && eligible(d) && !slices.Contains(out, d) {
+			out = append(out, d)
 		}
 	}
-	if len(eligible) == 0 {
+	preferred := out[:len(out):len(out)]
+	for start := 0; start < len(serving) && len(out) < limit; {
+		end := start + 1
+		for end < len(serving) && serving[end].Priority == serving[start].Priority {
+			end++
+		}
+		var group []*Deployment
+		for _, d := range serving[start:end] {
+			if eligible(d) && !slices.Contains(preferred, d) {
+				group = append(group, d)
+			}
+		}
+		out = drawWeighted(out, group, limit-len(out), q.Rand)
+		start = end
+	}
+	if len(out) == 0 {
+		var offered CapSet
+		for _, d := range serving {
+			offered |= d.Capabilities
+		}
 		return Route{}, &NoEligibleError{Unmet: q.Required.Without(offered)}
 	}
 
-	ordered := order(eligible, q.Prefer, q.Rand)
-
-	r := Route{MaxAttempts: q.MaxAttempts, Deadline: q.Deadline}
-	for i := 0; i < len(ordered) && i < r.MaxAttempts; i++ {
-		l := ordered[i].Limits
+	r := Route{MaxAttempts: limit, Deadline: q.Deadline}
+	for i := 0; i < len(out) && i < r.MaxAttempts; i++ {
+		l := out[i].Limits
 		if l.MaxAttempts > 0 && l.MaxAttempts < r.MaxAttempts {
 			r.MaxAttempts = max(l.MaxAttempts, 1)
 		}
@@ -95,8 +120,8 @@ func (t *Table) Route(q Query) (Route, error) {
 			r.Deadline = l.MaxDeadline
 		}
 	}
-	r.MaxAttempts = min(r.MaxAttempts, len(ordered))
-	r.Candidates = ordered[:r.MaxAttempts]
+	r.MaxAttempts = min(r.MaxAttempts, len(out))
+	r.Candidates = out[:r.MaxAttempts]
 	return r, nil
 }
 
@@ -112,72 +137,33 @@ func allowsAll(l Limits, keys []string) bool {
 	return true
 }
 
-// order puts preferred eligible deployments first (caller's order, duplicates dropped),
-// then the rest by priority descending (eligible is already sorted so) with a weighted
-// random permutation inside each priority group.
-func order(eligible []*Deployment, prefer []Ref, rng *rand.Rand) []*Deployment {
-	out := make([]*Deployment, 0, len(eligible))
-	var picked map[*Deployment]bool
-	if len(prefer) > 0 {
-		picked = make(map[*Deployment]bool, len(prefer))
-		for _, ref := range prefer {
-			for _, d := range eligible {
-				if d.Ref == ref && !picked[d] {
-					picked[d] = true
-					out = append(out, d)
-				}
+// drawWeighted appends up to k deployments of group to out, each drawn with probability
+// proportional to its weight among those not yet drawn (weighted sampling without
+// replacement). It reorders group.
+func drawWeighted(out, group []*Deployment, k int, rng *rand.Rand) []*Deployment {
+	if len(group) == 1 && k > 0 {
+		return append(out, group[0])
+	}
+	var total int64
+	for _, d := range group {
+		total += int64(max(d.Weight, 1))
+	}
+	for n := len(group); k > 0 && n > 0; k, n = k-1, n-1 {
+		var x int64
+		if rng != nil {
+			x = rng.Int64N(total)
+		} else {
+			x = rand.Int64N(total)
+		}
+		i := 0
+		for ; i < n-1; i++ {
+			if x -= int64(max(group[i].Weight, 1)); x < 0 {
+				break
 			}
 		}
-	}
-	rest := eligible
-	if len(picked) > 0 {
-		rest = slices.DeleteFunc(slices.Clone(eligible), func(d *Deployment) bool { return picked[d] })
-	}
-	for start := 0; start < len(rest); {
-		end := start + 1
-		for end < len(rest) && rest[end].Priority == rest[start].Priority {
-			end++
-		}
-		out = append(out, weightedShuffle(rest[start:end], rng)...)
-		start = end
-	}
-	return out
-}
-
-// weightedShuffle returns group in a random order where each position is drawn with
-// probability proportional to weight among those not yet drawn (Efraimidis–Spirakis:
-// sort by u^(1/w) descending).
-func weightedShuffle(group []*Deployment, rng *rand.Rand) []*Deployment {
-	if len(group) == 1 {
-		return group
-	}
-	type keyed struct {
-		d   *Deployment
-		key float64
-	}
-	ks := make([]keyed, len(group))
-	for i, d := range group {
-		u := 0.0
-		if rng != nil {
-			u = rng.Float64()
-		} else {
-			u = rand.Float64()
-		}
-		w := float64(max(d.Weight, 1))
-		ks[i] = keyed{d, math.Pow(u, 1/w)}
-	}
-	slices.SortStableFunc(ks, func(a, b keyed) int {
-		switch {
-		case a.key > b.key:
-			return -1
-		case a.key < b.key:
-			return 1
-		}
-		return 0
-	})
-	out := make([]*Deployment, len(ks))
-	for i, k := range ks {
-		out[i] = k.d
+		out = append(out, group[i])
+		total -= int64(max(group[i].Weight, 1))
+		group[i], group[n-1] = group[n-1], group[i]
 	}
 	return out
 }

@@ -1,0 +1,149 @@
+package controllers
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/switchboard-dev/switchboard/api/v1alpha1"
+	"github.com/switchboard-dev/switchboard/runtime/protocol"
+	"github.com/switchboard-dev/switchboard/runtime/routing"
+)
+
+// Pure tests of resolve and the set<Condition> functions, without an API server.
+
+func TestResolveConditions(t *testing.T) {
+	secret := newSecret("ai", "openai", map[string]string{"api-key": "sk", "blank": " "})
+	secret.UID, secret.ResourceVersion = types.UID("uid-1"), "7"
+	tests := []struct {
+		name        string
+		md          *v1alpha1.ModelDeployment
+		secret      bool
+		policies    []v1alpha1.CapabilityPolicy
+		credential  string // CredentialsResolved reason
+		routable    string // Routable reason
+		wantInTable bool
+	}{
+		{name: "valid", md: newMD("ai", "m"), secret: true,
+			credential: v1alpha1.ReasonResolved, routable: v1alpha1.ReasonDeclared, wantInTable: true},
+		{name: "secret missing", md: newMD("ai", "m"),
+			credential: v1alpha1.ReasonSecretNotFound, routable: v1alpha1.ReasonCredentialsUnresolved},
+		{name: "key missing", md: newMD("ai", "m", withSecret("openai", "nope")), secret: true,
+			credential: v1alpha1.ReasonKeyNotFound, routable: v1alpha1.ReasonCredentialsUnresolved},
+		{name: "key blank", md: newMD("ai", "m", withSecret("openai", "blank")), secret: true,
+			credential: v1alpha1.ReasonKeyEmpty, routable: v1alpha1.ReasonCredentialsUnresolved},
+		{name: "no credentials needed", md: newMD("ai", "m", withProvider(v1alpha1.ProviderOpenAICompatible),
+			withoutCredentials(), withEndpoint("http://llama:8080", true)),
+			credential: v1alpha1.ReasonResolved, routable: v1alpha1.ReasonDeclared, wantInTable: true},
+		{name: "suspended wins over missing secret", md: newMD("ai", "m", withSuspend()),
+			credential: v1alpha1.ReasonSecretNotFound, routable: v1alpha1.ReasonSuspended},
+		{name: "invalid spec from a file", md: newMD("ai", "m", withProvider(v1alpha1.ProviderReplicate)), secret: true,
+			credential: v1alpha1.ReasonResolved, routable: v1alpha1.ReasonInvalidSpec},
+		{name: "no abilities", md: newMD("ai", "m", withAbilities()), secret: true,
+			credential: v1alpha1.ReasonResolved, routable: v1alpha1.ReasonNoAbilities},
+		{name: "policy leaves no input", md: newMD("ai", "m"), secret: true,
+			policies:   []v1alpha1.CapabilityPolicy{*newPolicy("ai", "images-only", withAllowedInputs("image"))},
+			credential: v1alpha1.ReasonResolved, routable: v1alpha1.ReasonPolicyDenied},
+		{name: "policy of another namespace does not apply", md: newMD("ai", "m"), secret: true,
+			policies:   []v1alpha1.CapabilityPolicy{*newPolicy("other", "images-only", withAllowedInputs("image"))},
+			credential: v1alpha1.ReasonResolved, routable: v1alpha1.ReasonDeclared, wantInTable: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := secret
+			if !tt.secret {
+				s = nil
+			}
+			res := resolve(tt.md, s, tt.policies)
+			if res.credential.reason != tt.credential || res.routable.reason != tt.routable {
+				t.Errorf("reasons = %s/%s, want %s/%s", res.credential.reason, res.routable.reason, tt.credential, tt.routable)
+			}
+			if (res.deployment != nil) != tt.wantInTable {
+				t.Errorf("deployment = %v, want in table %v", res.deployment, tt.wantInTable)
+			}
+			md := tt.md.DeepCopy()
+			setStatus(md, res, res.deployment != nil)
+			ready := meta.FindStatusCondition(md.Status.Conditions, v1alpha1.ConditionReady)
+			if got := ready.Status == metav1.ConditionTrue; got != tt.wantInTable {
+				t.Errorf("Ready = %s, want true exactly when in the table (%v)", ready.Status, tt.wantInTable)
+			}
+			if !tt.wantInTable && ready.Reason != tt.routable {
+				t.Errorf("Ready reason = %s, want the Routable reason %s", ready.Reason, tt.routable)
+			}
+		})
+	}
+}
+
+func TestResolveCombinesPoliciesMostRestrictively(t *testing.T) {
+	md := newMD("ai", "m", withLabels("tier", "standard"), withCapabilities(v1alpha1.Capabilities{
+		Input: []v1alpha1.InputModality{"text", "json", "image", "audio"}, Tools: true, Streaming: true}))
+	deadline := func(ms int64) func(*v1alpha1.CapabilityPolicy) {
+		return func(p *v1alpha1.CapabilityPolicy) { p.Spec.MaxDeadlineMs = &ms }
+	}
+	attempts := func(n int32) func(*v1alpha1.CapabilityPolicy) {
+		return func(p *v1alpha1.CapabilityPolicy) { p.Spec.MaxAttempts = &n }
+	}
+	extensions := func(e ...v1alpha1.ExtensionPattern) func(*v1alpha1.CapabilityPolicy) {
+		return func(p *v1alpha1.CapabilityPolicy) { p.Spec.AllowedExtensions = e }
+	}
+	policies := []v1alpha1.CapabilityPolicy{
+		*newPolicy("ai", "b-vision", withAllowedInputs("text", "image", "audio"), deadline(60000), extensions("openai.*")),
+		*newPolicy("ai", "a-tools", withToolsDisabled(), selecting("tier", "standard"), withAllowedInputs("text", "image"), attempts(2), deadline(120000)),
+		*newPolicy("ai", "unselected", selecting("tier", "premium"), withAllowedInputs("json")),
+	}
+	res := resolve(md, newSecret("ai", "openai", map[string]string{"api-key": "sk"}), policies)
+
+	want := v1alpha1.EffectiveCapabilities{Input: []v1alpha1.InputModality{"text", "image"},
+		Output: []v1alpha1.OutputModality{"text"}, Streaming: true}
+	if diff := cmp.Diff(want, res.effective); diff != "" {
+		t.Errorf("effective (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"a-tools", "b-vision"}, res.policies); diff != "" {
+		t.Errorf("policies (-want +got):\n%s", diff)
+	}
+	wantLimits := routing.Limits{MaxDeadline: time.Minute, MaxAttempts: 2, Extensions: [][]string{{"openai.*"}}}
+	if diff := cmp.Diff(wantLimits, res.limits); diff != "" {
+		t.Errorf("limits (-want +got):\n%s", diff)
+	}
+	wantCaps := routing.CapsOf(protocol.CapInputText, protocol.CapInputImage, protocol.CapOutputText, protocol.CapStreaming)
+	if res.deployment.Capabilities != wantCaps {
+		t.Errorf("table capabilities = %s, want %s", res.deployment.Capabilities, wantCaps)
+	}
+}
+
+func TestCredentialsVersionTracksRevisionNotContent(t *testing.T) {
+	s := newSecret("ai", "openai", map[string]string{"api-key": "sk-1"})
+	s.UID, s.ResourceVersion = "uid", "1"
+	v1 := credentialsVersion(s)
+	s.Data["api-key"] = []byte("sk-2")
+	if credentialsVersion(s) != v1 {
+		t.Error("version depends on content")
+	}
+	s.ResourceVersion = "2"
+	if credentialsVersion(s) == v1 {
+		t.Error("version did not change with the resourceVersion")
+	}
+}
+
+func TestPolicyStatus(t *testing.T) {
+	p := newPolicy("ai", "p", withToolsDisabled())
+	p.Generation = 4
+	setPolicyStatus(p, 3, nil)
+	c := meta.FindStatusCondition(p.Status.Conditions, v1alpha1.ConditionReady)
+	if p.Status.MatchedDeployments != 3 || p.Status.ObservedGeneration != 4 || c.Reason != v1alpha1.ReasonEnforced {
+		t.Errorf("status = %+v", p.Status)
+	}
+	p.Spec.Selector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "a", Operator: "Bogus"}}}
+	_, err := policySelector(p)
+	setPolicyStatus(p, 0, err)
+	if c := meta.FindStatusCondition(p.Status.Conditions, v1alpha1.ConditionReady); c.Reason != v1alpha1.ReasonInvalidSelector {
+		t.Errorf("Ready reason = %s, want InvalidSelector", c.Reason)
+	}
+	if selects(p, newMD("ai", "m")) {
+		t.Error("a policy with an invalid selector selects models")
+	}
+}

@@ -1,0 +1,291 @@
+package routing
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/switchboard-dev/switchboard/runtime/protocol"
+)
+
+func text(s string) protocol.Part { return protocol.Part{Type: protocol.PartText, Text: s} }
+
+func TestRequiredInfersEveryPartType(t *testing.T) {
+	tests := []struct {
+		part protocol.PartType
+		want protocol.Capability
+	}{
+		{protocol.PartText, protocol.CapInputText},
+		{protocol.PartJSON, protocol.CapInputJSON},
+		{protocol.PartImage, protocol.CapInputImage},
+		{protocol.PartAudio, protocol.CapInputAudio},
+		{protocol.PartVideo, protocol.CapInputVideo},
+		{protocol.PartFile, protocol.CapInputFile},
+		{protocol.PartTool, protocol.CapTools},
+		{protocol.PartToolCall, protocol.CapTools},
+		{protocol.PartToolResult, protocol.CapTools},
+	}
+	for _, tt := range tests {
+		t.Run(string(tt.part), func(t *testing.T) {
+			got := Required(nil, []protocol.Part{{Type: tt.part}})
+			if want := CapsOf(tt.want); got != want {
+				t.Errorf("Required(%s part) = %s, want %s", tt.part, got, want)
+			}
+		})
+	}
+}
+
+func TestRequiredWalksToolResultContent(t *testing.T) {
+	result := protocol.Part{Type: protocol.PartToolResult, Content: &protocol.ToolContent{
+		Parts: []protocol.Part{text("ok"), {Type: protocol.PartImage}},
+	}}
+	got := Required(nil, []protocol.Part{result})
+	want := CapsOf(protocol.CapTools, protocol.CapInputText, protocol.CapInputImage)
+	if got != want {
+		t.Errorf("Required = %s, want %s", got, want)
+	}
+}
+
+func TestRequiredNarrowerRequirementsCannotRemoveInferredNeeds(t *testing.T) {
+	input := []protocol.Part{text("describe"), {Type: protocol.PartImage}, {Type: protocol.PartTool}}
+	for _, explicit := range [][]protocol.Capability{
+		nil,
+		{},
+		{protocol.CapInputText},
+		{protocol.CapOutputText, protocol.CapStreaming},
+	} {
+		got := Required(explicit, input)
+		if !got.Has(CapsOf(protocol.CapInputText, protocol.CapInputImage, protocol.CapTools)) {
+			t.Errorf("Required(%v) = %s lost an inferred need", explicit, got)
+		}
+		if !got.Has(CapsOf(explicit...)) {
+			t.Errorf("Required(%v) = %s lost an explicit need", explicit, got)
+		}
+	}
+}
+
+func deployment(ns, name string, caps CapSet, opts ...func(*Deployment)) Deployment {
+	d := Deployment{Ref: Ref{ns, name}, Provider: "openai", Model: name, Abilities: []string{"chat"},
+		Capabilities: caps, Weight: 100}
+	for _, o := range opts {
+		o(&d)
+	}
+	return d
+}
+
+var textCaps = CapsOf(protocol.CapInputText, protocol.CapInputJSON, protocol.CapOutputText)
+
+func query(required CapSet, opts ...func(*Query)) Query {
+	q := Query{Ability: "chat", Required: required, Deadline: 5 * time.Minute, MaxAttempts: 3,
+		Rand: rand.New(rand.NewPCG(1, 2))}
+	for _, o := range opts {
+		o(&q)
+	}
+	return q
+}
+
+func refs(r Route) []string {
+	out := make([]string, len(r.Candidates))
+	for i, d := range r.Candidates {
+		out[i] = d.Ref.String()
+	}
+	return out
+}
+
+func TestRouteEligibility(t *testing.T) {
+	vision := textCaps | CapsOf(protocol.CapInputImage)
+	tools := textCaps | CapsOf(protocol.CapTools)
+	table := NewTable([]Deployment{
+		deployment("ai", "text", textCaps),
+		deployment("ai", "vision", vision),
+		deployment("ai", "tools", tools),
+		deployment("ai", "summarizer", textCaps, func(d *Deployment) { d.Abilities = []string{"summarize"} }),
+		deployment("ai", "no-ext", textCaps, func(d *Deployment) {
+			d.Limits.Extensions = [][]string{{"openai.*"}, {"openai.seed", "anthropic.*"}}
+		}),
+	})
+	tests := []struct {
+		name      string
+		q         Query
+		want      []string
+		wantUnmet CapSet
+		noAbility bool
+	}{
+		{name: "text request: every chat model", q: query(CapsOf(protocol.CapInputText), func(q *Query) { q.MaxAttempts = 5 }),
+			want: []string{"ai/no-ext", "ai/text", "ai/tools", "ai/vision"}},
+		{name: "image needs input.image", q: query(Required(nil, []protocol.Part{text("x"), {Type: protocol.PartImage}})),
+			want: []string{"ai/vision"}},
+		{name: "tool part needs tools", q: query(Required(nil, []protocol.Part{{Type: protocol.PartTool}})),
+			want: []string{"ai/tools"}},
+		{name: "no model has audio", q: query(CapsOf(protocol.CapInputText, protocol.CapInputAudio)),
+			wantUnmet: CapsOf(protocol.CapInputAudio)},
+		{name: "image and tools on no single model", q: query(CapsOf(protocol.CapInputImage, protocol.CapTools))},
+		{name: "unknown ability", q: query(textCaps, func(q *Query) { q.Ability = "translate" }), noAbility: true},
+		{name: "extension key allowed by every policy list",
+			q:    query(CapsOf(protocol.CapInputText), func(q *Query) { q.ExtensionKeys = []string{"openai.seed"}; q.MaxAttempts = 5 }),
+			want: []string{"ai/no-ext", "ai/text", "ai/tools", "ai/vision"}},
+		{name: "extension key refused by one policy list excludes the model",
+			q:    query(CapsOf(protocol.CapInputText), func(q *Query) { q.ExtensionKeys = []string{"openai.temperature"}; q.MaxAttempts = 5 }),
+			want: []string{"ai/text", "ai/tools", "ai/vision"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r, err := table.Route(tt.q)
+			if tt.want == nil {
+				var ne *NoEligibleError
+				if !errors.As(err, &ne) {
+					t.Fatalf("Route() error = %v, want NoEligibleError", err)
+				}
+				if ne.Unmet != tt.wantUnmet || ne.NoAbility != tt.noAbility {
+					t.Errorf("NoEligibleError = %+v, want unmet %s noAbility %v", ne, tt.wantUnmet, tt.noAbility)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Route() error = %v", err)
+			}
+			got := refs(r)
+			// Equal priority and weight: order is random; compare as sets here.
+			if diff := cmp.Diff(tt.want, slices.Sorted(slices.Values(got))); diff != "" {
+				t.Errorf("eligible (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestRouteMessageNeverNamesTheAbility(t *testing.T) {
+	table := NewTable([]Deployment{deployment("ai", "text", textCaps)})
+	for _, ability := range []string{"chat", "secret-ability-canary"} {
+		_, err := table.Route(query(CapsOf(protocol.CapInputVideo), func(q *Query) { q.Ability = ability }))
+		if err == nil {
+			t.Fatal("Route() succeeded, want an error")
+		}
+		if msg := err.Error(); strings.Contains(msg, ability) {
+			t.Errorf("error %q names the ability", msg)
+		}
+	}
+}
+
+func TestRouteOrder(t *testing.T) {
+	table := NewTable([]Deployment{
+		deployment("ai", "low", textCaps, func(d *Deployment) { d.Priority = -1 }),
+		deployment("ai", "high-a", textCaps, func(d *Deployment) { d.Priority = 10 }),
+		deployment("ai", "high-b", textCaps, func(d *Deployment) { d.Priority = 10 }),
+		deployment("ai", "mid", textCaps),
+		deployment("other", "vision", CapsOf(protocol.CapInputImage)),
+	})
+	r, err := table.Route(query(CapsOf(protocol.CapInputText), func(q *Query) {
+		q.MaxAttempts = 5
+		// Preferred first, in the caller's order; ineligible and duplicate refs are skipped.
+		q.Prefer = []Ref{{"ai", "low"}, {"other", "vision"}, {"ai", "mid"}, {"ai", "low"}}
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := refs(r)
+	if diff := cmp.Diff([]string{"ai/low", "ai/mid"}, got[:2]); diff != "" {
+		t.Errorf("preferred prefix (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"ai/high-a", "ai/high-b"}, slices.Sorted(slices.Values(got[2:4]))); diff != "" {
+		t.Errorf("priority group (-want +got):\n%s", diff)
+	}
+	if len(got) != 4 {
+		t.Errorf("got %d candidates, want 4 (each eligible deployment once)", len(got))
+	}
+}
+
+func TestRouteWeights(t *testing.T) {
+	table := NewTable([]Deployment{
+		deployment("ai", "heavy", textCaps, func(d *Deployment) { d.Weight = 900 }),
+		deployment("ai", "light", textCaps, func(d *Deployment) { d.Weight = 100 }),
+	})
+	rng := rand.New(rand.NewPCG(7, 7))
+	const n = 20000
+	first := map[string]int{}
+	for range n {
+		r, err := table.Route(query(textCaps, func(q *Query) { q.Rand = rng }))
+		if err != nil {
+			t.Fatal(err)
+		}
+		first[r.Candidates[0].Ref.Name]++
+		if len(r.Candidates) != 2 {
+			t.Fatalf("got %d candidates, want both as fallback", len(r.Candidates))
+		}
+	}
+	share := float64(first["heavy"]) / n
+	if share < 0.88 || share > 0.92 {
+		t.Errorf("heavy first in %.3f of routes, want ≈ 0.90", share)
+	}
+}
+
+func TestRoutePolicyCaps(t *testing.T) {
+	capped := func(attempts int, deadline time.Duration) func(*Deployment) {
+		return func(d *Deployment) { d.Limits.MaxAttempts, d.Limits.MaxDeadline = attempts, deadline }
+	}
+	table := NewTable([]Deployment{
+		deployment("ai", "a", textCaps, func(d *Deployment) { d.Priority = 3 }, capped(2, time.Minute)),
+		deployment("ai", "b", textCaps, func(d *Deployment) { d.Priority = 2 }),
+		deployment("ai", "c", textCaps, func(d *Deployment) { d.Priority = 1 }),
+	})
+	r, err := table.Route(query(textCaps, func(q *Query) { q.MaxAttempts = 5; q.Deadline = time.Hour }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.MaxAttempts != 2 || r.Deadline != time.Minute {
+		t.Errorf("limits = %d attempts, %s; want 2, 1m0s (capped by the first candidate's policy)", r.MaxAttempts, r.Deadline)
+	}
+	if diff := cmp.Diff([]string{"ai/a", "ai/b"}, refs(r)); diff != "" {
+		t.Errorf("candidates (-want +got):\n%s", diff)
+	}
+}
+
+func TestCredentialNeverPrints(t *testing.T) {
+	d := deployment("ai", "m", textCaps, func(d *Deployment) { d.Credential = NewCredential("sk-canary-123") })
+	for _, s := range []string{fmt.Sprint(d), fmt.Sprintf("%+v", d), fmt.Sprintf("%#v", d), d.Credential.String()} {
+		if strings.Contains(s, "sk-canary-123") {
+			t.Errorf("formatted deployment leaks the credential: %s", s)
+		}
+	}
+	if d.Credential.Reveal() != "sk-canary-123" {
+		t.Error("Reveal lost the value")
+	}
+}
+
+func TestRegistryPublishesOnlyAfterStart(t *testing.T) {
+	h := &Holder{}
+	reg := NewRegistry(h)
+	a := deployment("ai", "a", textCaps)
+	reg.Set(a.Ref, &a)
+	if h.Load().Len() != 0 || h.Synced() {
+		t.Fatal("table published before Start")
+	}
+	if !reg.Visited([]Ref{a.Ref}) || reg.Visited([]Ref{a.Ref, {"ai", "b"}}) {
+		t.Error("Visited does not track Set calls")
+	}
+	reg.Start()
+	if h.Load().Len() != 1 || !h.Synced() || !reg.Live(a.Ref) {
+		t.Fatal("Start did not publish")
+	}
+	old := h.Load()
+	reg.Set(a.Ref, nil)
+	if h.Load().Len() != 0 || reg.Live(a.Ref) {
+		t.Error("removal not published")
+	}
+	if old.Len() != 1 {
+		t.Error("a published table changed after a later Set")
+	}
+}
+
+func TestParseRef(t *testing.T) {
+	for in, want := range map[string]bool{"ai/gpt": true, "ai/": false, "/gpt": false, "gpt": false, "": false} {
+		if _, ok := ParseRef(in); ok != want {
+			t.Errorf("ParseRef(%q) ok = %v, want %v", in, ok, want)
+		}
+	}
+}
