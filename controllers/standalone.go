@@ -1,0 +1,323 @@
+package controllers
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/yaml"
+
+	"github.com/switchboard-dev/switchboard/api/v1alpha1"
+	"github.com/switchboard-dev/switchboard/runtime/routing"
+)
+
+// Standalone mode (--manifests DIR): the same kinds are read from YAML files instead of a
+// cluster, validated with the Go mirror of the CRD schema and CEL rules, and fed through
+// resolve — the code path the reconcilers use — into the routing table.
+
+// Manifests is the content of a manifest folder.
+type Manifests struct {
+	Deployments []v1alpha1.ModelDeployment
+	Policies    []v1alpha1.CapabilityPolicy
+	Secrets     []corev1.Secret
+}
+
+// typeMeta is read first to pick the kind of a document.
+type typeMeta struct {
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+}
+
+// LoadManifests reads every *.yaml, *.yml and *.json file of dir (not recursive; files
+// starting with "." are skipped, as are Kubernetes' ..data ConfigMap links). Each file may
+// hold several documents. Any invalid document fails the whole load with an error naming
+// the file, the document and the field — never a Secret value.
+func LoadManifests(dir string) (*Manifests, error) {
+	files, err := manifestFiles(dir)
+	if err != nil {
+		return nil, err
+	}
+	m := &Manifests{}
+	seen := map[string]string{} // kind/namespace/name → file
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			return nil, fmt.Errorf("read manifest: %w", err)
+		}
+		dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+		for doc := 1; ; doc++ {
+			var obj rawDoc
+			if err := dec.Decode(&obj); err != nil {
+				if errors.Is(err, io.EOF) {
+					break
+				}
+				return nil, fmt.Errorf("%s: document %d: not valid YAML or JSON", filepath.Base(f), doc)
+			}
+			if len(obj) == 0 || string(obj) == "null" {
+				continue // empty document between separators
+			}
+			where := fmt.Sprintf("%s: document %d", filepath.Base(f), doc)
+			key, err := m.add(obj)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", where, err)
+			}
+			if prev, dup := seen[key]; dup {
+				return nil, fmt.Errorf("%s: %s is also defined in %s", where, key, prev)
+			}
+			seen[key] = filepath.Base(f)
+		}
+	}
+	return m, nil
+}
+
+// rawDoc keeps one document's JSON bytes, as the YAML decoder converts it.
+type rawDoc []byte
+
+func (d *rawDoc) UnmarshalJSON(b []byte) error { *d = append((*d)[:0], b...); return nil }
+
+func manifestFiles(dir string) ([]string, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("read manifest folder: %w", err)
+	}
+	var files []string
+	for _, e := range entries {
+		name := e.Name()
+		if strings.HasPrefix(name, ".") {
+			continue
+		}
+		switch strings.ToLower(filepath.Ext(name)) {
+		case ".yaml", ".yml", ".json":
+		default:
+			continue
+		}
+		path := filepath.Join(dir, name)
+		if info, err := os.Stat(path); err != nil || info.IsDir() {
+			continue // a dangling link or a folder
+		}
+		files = append(files, path)
+	}
+	slices.Sort(files)
+	return files, nil
+}
+
+// add decodes, defaults and validates one document and appends it to m. It returns the
+// object's kind/namespace/name.
+func (m *Manifests) add(doc []byte) (string, error) {
+	var tm typeMeta
+	if err := yaml.Unmarshal(doc, &tm); err != nil {
+		return "", errors.New("apiVersion and kind must be strings")
+	}
+	group := v1alpha1.GroupVersion.String()
+	switch {
+	case tm.Kind == "ModelDeployment" && tm.APIVersion == group:
+		md := v1alpha1.ModelDeployment{}
+		if err := strictUnmarshal(doc, &md); err != nil {
+			return "", err
+		}
+		if err := validateMeta(md.Name, &md.Namespace); err != nil {
+			return "", err
+		}
+		if err := md.Spec.Validate(); err != nil {
+			return "", err
+		}
+		md.Status = v1alpha1.ModelDeploymentStatus{}
+		m.Deployments = append(m.Deployments, md)
+		return "ModelDeployment " + md.Namespace + "/" + md.Name, nil
+	case tm.Kind == "CapabilityPolicy" && tm.APIVersion == group:
+		p := v1alpha1.CapabilityPolicy{}
+		if err := strictUnmarshal(doc, &p); err != nil {
+			return "", err
+		}
+		if err := validateMeta(p.Name, &p.Namespace); err != nil {
+			return "", err
+		}
+		if err := p.Spec.Validate(); err != nil {
+			return "", err
+		}
+		if _, err := policySelector(&p); err != nil {
+			return "", fmt.Errorf("spec.selector: %w", err)
+		}
+		if p.Spec.Tools == "" {
+			p.Spec.Tools = v1alpha1.ToolsAllowed
+		}
+		p.Status = v1alpha1.CapabilityPolicyStatus{}
+		m.Policies = append(m.Policies, p)
+		return "CapabilityPolicy " + p.Namespace + "/" + p.Name, nil
+	case tm.Kind == "Secret" && tm.APIVersion == "v1":
+		s := corev1.Secret{}
+		// Secret errors are generic on purpose: a decoder error could quote a value.
+		if err := yaml.UnmarshalStrict(doc, &s); err != nil {
+			return "", errors.New("Secret is malformed (data values must be base64; use stringData for plain text)")
+		}
+		if err := validateMeta(s.Name, &s.Namespace); err != nil {
+			return "", err
+		}
+		if s.Data == nil {
+			s.Data = map[string][]byte{}
+		}
+		for k, v := range s.StringData { // stringData wins, as on an API server
+			s.Data[k] = []byte(v)
+		}
+		s.StringData = nil
+		m.Secrets = append(m.Secrets, s)
+		return "Secret " + s.Namespace + "/" + s.Name, nil
+	}
+	return "", fmt.Errorf("unsupported kind %q of apiVersion %q (want %s ModelDeployment or CapabilityPolicy, or v1 Secret)",
+		tm.Kind, tm.APIVersion, group)
+}
+
+func strictUnmarshal(doc []byte, into any) error {
+	if err := yaml.UnmarshalStrict(doc, into); err != nil {
+		return fmt.Errorf("decode: %w", err)
+	}
+	return nil
+}
+
+// validateMeta checks the name and defaults the namespace to "default".
+func validateMeta(name string, namespace *string) error {
+	if msgs := validation.IsDNS1123Subdomain(name); len(msgs) > 0 {
+		return fmt.Errorf("metadata.name %q: %s", name, strings.Join(msgs, "; "))
+	}
+	if *namespace == "" {
+		*namespace = "default"
+	}
+	if msgs := validation.IsDNS1123Label(*namespace); len(msgs) > 0 {
+		return fmt.Errorf("metadata.namespace %q: %s", *namespace, strings.Join(msgs, "; "))
+	}
+	return nil
+}
+
+// Apply resolves every ModelDeployment of m exactly as the reconciler does and makes the
+// registry hold exactly those that are routable. It returns the per-deployment outcome
+// for logging.
+func (m *Manifests) Apply(registry *routing.Registry, previous *Manifests) []Outcome {
+	secrets := map[string]*corev1.Secret{}
+	for i := range m.Secrets {
+		s := &m.Secrets[i]
+		secrets[s.Namespace+"/"+s.Name] = s
+	}
+	var outcomes []Outcome
+	present := map[routing.Ref]bool{}
+	for i := range m.Deployments {
+		md := &m.Deployments[i]
+		var secret *corev1.Secret
+		if c := md.Spec.Credentials; c != nil {
+			secret = secrets[md.Namespace+"/"+c.SecretRef.Name]
+			if secret != nil {
+				// Files have no uid or resourceVersion: version the content instead, so a
+				// rotation still changes credentialsVersion. Only a hash leaves here.
+				sum := sha256.Sum256(secret.Data[c.SecretRef.Key])
+				secret = secret.DeepCopy()
+				secret.UID = "file"
+				secret.ResourceVersion = fmt.Sprintf("%x", sum[:8])
+			}
+		}
+		res := resolve(md, secret, m.Policies)
+		ref := routing.Ref{Namespace: md.Namespace, Name: md.Name}
+		present[ref] = true
+		registry.Set(ref, res.deployment)
+		outcomes = append(outcomes, Outcome{Ref: ref, Routable: res.routable.ok, Reason: res.routable.reason, Message: res.routable.message})
+	}
+	if previous != nil {
+		for i := range previous.Deployments {
+			ref := routing.Ref{Namespace: previous.Deployments[i].Namespace, Name: previous.Deployments[i].Name}
+			if !present[ref] {
+				registry.Set(ref, nil)
+			}
+		}
+	}
+	return outcomes
+}
+
+// Outcome is what happened to one ModelDeployment in standalone mode: the standalone
+// equivalent of its Routable condition.
+type Outcome struct {
+	Ref      routing.Ref
+	Routable bool
+	Reason   string
+	Message  string
+}
+
+// WatchManifests loads dir into registry, publishes the table, then reloads whenever a
+// file changes, until ctx ends. A load error at start is returned; a broken file later
+// is logged and the last good table keeps serving.
+//
+// It polls (every interval, 250ms by default) rather than using inotify: Kubernetes
+// mounts ConfigMaps and Secrets through symlink swaps that inotify reports unreliably, and
+// a stat of a small folder four times a second costs nothing.
+func WatchManifests(ctx context.Context, dir string, registry *routing.Registry, interval time.Duration, log logr.Logger) error {
+	if interval <= 0 {
+		interval = 250 * time.Millisecond
+	}
+	current, err := LoadManifests(dir)
+	if err != nil {
+		return err
+	}
+	logOutcomes(log, current.Apply(registry, nil))
+	registry.Start()
+	log.Info("Routing table synced from manifests", "folder", dir, "modelDeployments", len(current.Deployments))
+
+	stamp := folderStamp(dir)
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+		next := folderStamp(dir)
+		if next == stamp {
+			continue
+		}
+		stamp = next
+		m, err := LoadManifests(dir)
+		if err != nil {
+			log.Error(err, "Manifests not applied; the last good routing table keeps serving", "folder", dir)
+			continue
+		}
+		logOutcomes(log, m.Apply(registry, current))
+		current = m
+		log.Info("Manifests applied", "folder", dir, "modelDeployments", len(m.Deployments))
+	}
+}
+
+// folderStamp summarises the names, sizes and modification times of the manifest files.
+func folderStamp(dir string) string {
+	files, err := manifestFiles(dir)
+	if err != nil {
+		return "error: " + err.Error()
+	}
+	h := sha256.New()
+	for _, f := range files {
+		info, err := os.Stat(f)
+		if err != nil {
+			continue
+		}
+		fmt.Fprintf(h, "%s %d %d\n", f, info.Size(), info.ModTime().UnixNano())
+	}
+	return string(h.Sum(nil))
+}
+
+func logOutcomes(log logr.Logger, outcomes []Outcome) {
+	for _, o := range outcomes {
+		if o.Routable {
+			log.V(1).Info("ModelDeployment routable", "modelDeployment", o.Ref.String())
+			continue
+		}
+		log.Info("ModelDeployment not routable", "modelDeployment", o.Ref.String(), "reason", o.Reason, "message", o.Message)
+	}
+}

@@ -1,0 +1,175 @@
+package controllers
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr/funcr"
+
+	"github.com/switchboard-dev/switchboard/runtime/protocol"
+	"github.com/switchboard-dev/switchboard/runtime/routing"
+)
+
+const standaloneCanary = "CANARY-standalone-7d1e"
+
+const manifestsYAML = `apiVersion: v1
+kind: Secret
+metadata: {name: openai, namespace: ai}
+stringData:
+  api-key: ` + standaloneCanary + `
+---
+apiVersion: ai.switchboard.dev/v1alpha1
+kind: ModelDeployment
+metadata: {name: gpt, namespace: ai, labels: {tier: standard}}
+spec:
+  provider: openai
+  model: gpt-4o-mini
+  credentials: {secretRef: {name: openai, key: api-key}}
+  abilities: [chat]
+  capabilities: {tools: true}
+---
+apiVersion: ai.switchboard.dev/v1alpha1
+kind: ModelDeployment
+metadata: {name: local, namespace: ai}
+spec:
+  provider: openai-compatible
+  model: llama
+  endpoint: http://127.0.0.1:9090/openai/v1
+  allowInsecureEndpoint: true
+  abilities: [chat]
+`
+
+func writeFile(t *testing.T, dir, name, content string) {
+	t.Helper()
+	if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestLoadManifestsBuildsTheTable(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, dir, "models.yaml", manifestsYAML)
+	writeFile(t, dir, "policy.yml", `apiVersion: ai.switchboard.dev/v1alpha1
+kind: CapabilityPolicy
+metadata: {name: strict-tools, namespace: ai}
+spec: {selector: {matchLabels: {tier: standard}}, tools: Disabled}
+`)
+	writeFile(t, dir, "notes.txt", "not a manifest")
+	m, err := LoadManifests(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &routing.Holder{}
+	reg := routing.NewRegistry(h)
+	m.Apply(reg, nil)
+	reg.Start()
+	gpt, ok := h.Load().Get(routing.Ref{Namespace: "ai", Name: "gpt"})
+	if !ok || gpt.Credential.Reveal() != standaloneCanary || gpt.Weight != 100 {
+		t.Fatalf("gpt entry = %v (ok %v)", gpt, ok)
+	}
+	if gpt.Capabilities.Has(routing.CapsOf(protocol.CapTools)) {
+		t.Error("the policy from another file did not disable tools")
+	}
+	if _, ok := h.Load().Get(routing.Ref{Namespace: "ai", Name: "local"}); !ok {
+		t.Error("openai-compatible deployment without credentials missing")
+	}
+}
+
+func TestLoadManifestsRejectsBadDocuments(t *testing.T) {
+	valid := manifestsYAML
+	tests := map[string]struct {
+		content string
+		want    string
+	}{
+		"cel rule":       {strings.Replace(valid, "allowInsecureEndpoint: true", "allowInsecureEndpoint: false", 1), "endpoint must use https unless allowInsecureEndpoint is true"},
+		"unknown field":  {strings.Replace(valid, "model: llama", "model: llama\n  modle: typo", 1), "unknown field"},
+		"unknown kind":   {"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n", `unsupported kind "ConfigMap"`},
+		"bad name":       {strings.Replace(valid, "name: gpt,", "name: GPT,", 1), "metadata.name"},
+		"duplicate":      {valid + "---\n" + valid[strings.Index(valid, "apiVersion: ai"):], "also defined"},
+		"bad base64":     {"apiVersion: v1\nkind: Secret\nmetadata: {name: s}\ndata: {k: " + standaloneCanary + "}\n", "Secret is malformed"},
+		"not yaml":       {"{{{", "not valid YAML"},
+		"replicate caps": {strings.Replace(valid, "provider: openai\n", "provider: replicate\n", 1), "provider replicate must declare"},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			writeFile(t, dir, "m.yaml", tt.content)
+			_, err := LoadManifests(dir)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("LoadManifests error = %v, want it to contain %q", err, tt.want)
+			}
+			if strings.Contains(err.Error(), standaloneCanary) {
+				t.Errorf("error leaks a Secret value: %v", err)
+			}
+			if !strings.Contains(err.Error(), "m.yaml: document") {
+				t.Errorf("error does not name the file and document: %v", err)
+			}
+		})
+	}
+}
+
+func TestWatchManifestsAppliesEditsAndKeepsTheLastGoodTable(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, dir, "models.yaml", manifestsYAML)
+	var (
+		mu   sync.Mutex
+		logs bytes.Buffer
+	)
+	logged := func() string { mu.Lock(); defer mu.Unlock(); return logs.String() }
+	log := funcr.New(func(prefix, args string) {
+		mu.Lock()
+		defer mu.Unlock()
+		logs.WriteString(prefix + args + "\n")
+	}, funcr.Options{Verbosity: 1})
+	h := &routing.Holder{}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- WatchManifests(ctx, dir, routing.NewRegistry(h), 20*time.Millisecond, log) }()
+	defer func() { cancel(); <-done }()
+
+	waitFor := func(what string, cond func(*routing.Table) bool) {
+		t.Helper()
+		deadline := time.Now().Add(time.Second) // the contract: changes apply within 1 s
+		for !cond(h.Load()) {
+			if time.Now().After(deadline) {
+				t.Fatalf("not within 1s: %s", what)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	waitFor("initial table", func(tb *routing.Table) bool { return h.Synced() && tb.Len() == 2 })
+
+	// Rotate the credential and suspend one model.
+	edited := strings.Replace(manifestsYAML, standaloneCanary, standaloneCanary+"-2", 1)
+	edited = strings.Replace(edited, "abilities: [chat]\n", "abilities: [chat]\n  suspend: true\n", 1)
+	writeFile(t, dir, "models.yaml", edited)
+	waitFor("rotation and suspension", func(tb *routing.Table) bool {
+		d, ok := tb.Get(routing.Ref{Namespace: "ai", Name: "local"})
+		return tb.Len() == 1 && ok && d != nil
+	})
+
+	// A broken file is logged and the last good table keeps serving.
+	before := h.Load()
+	writeFile(t, dir, "broken.yaml", "apiVersion: ai.switchboard.dev/v1alpha1\nkind: ModelDeployment\nmetadata: {name: x}\nspec: {provider: nope}\n")
+	time.Sleep(200 * time.Millisecond)
+	if h.Load() != before {
+		t.Error("a broken file replaced the table")
+	}
+	if !strings.Contains(logged(), "Manifests not applied") {
+		t.Errorf("broken file not reported in the log:\n%s", logged())
+	}
+	if strings.Contains(logged(), standaloneCanary) {
+		t.Error("the log holds a Secret value")
+	}
+
+	// Removing the broken file and the whole models file empties the table.
+	os.Remove(filepath.Join(dir, "broken.yaml"))
+	os.Remove(filepath.Join(dir, "models.yaml"))
+	waitFor("removal", func(tb *routing.Table) bool { return tb.Len() == 0 })
+}

@@ -1,0 +1,65 @@
+package engine_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/switchboard-dev/switchboard/runtime/engine"
+	"github.com/switchboard-dev/switchboard/runtime/eventstore/memory"
+	"github.com/switchboard-dev/switchboard/runtime/protocol"
+	"github.com/switchboard-dev/switchboard/runtime/routing"
+)
+
+// trivial emits one delta and one usage report and succeeds.
+type trivial struct{}
+
+var (
+	trivialDelta = protocol.OutputDeltaData{Type: "text", Text: "ok"}
+	trivialUsage = protocol.UsageReportedData{Usage: []protocol.Usage{
+		{Unit: protocol.UnitInputTokens, Quantity: 1, Source: protocol.SourceProvider},
+		{Unit: protocol.UnitOutputTokens, Quantity: 1, Source: protocol.SourceProvider},
+	}}
+)
+
+func (trivial) Execute(_ context.Context, _ engine.Attempt, em engine.Emitter) (engine.Outcome, error) {
+	if err := em.Emit(protocol.EventOutputDelta, &trivialDelta); err != nil {
+		return engine.Outcome{}, err
+	}
+	if err := em.Emit(protocol.EventUsageReported, &trivialUsage); err != nil {
+		return engine.Outcome{}, err
+	}
+	return engine.Outcome{FinishReason: "stop"}, nil
+}
+
+// BenchmarkSubmit measures one whole execution: Submit, the run to the terminal event
+// (six events), and the wait for it.
+func BenchmarkSubmit(b *testing.B) {
+	store := memory.New(memory.WithSweepInterval(0))
+	defer store.Close()
+	holder := new(routing.Holder)
+	holder.Store(routing.NewTable([]routing.Deployment{deployment("a"), deployment("b", withPriority(-1))}))
+	eng := engine.New(engine.Config{
+		Store: store,
+		Table: holder,
+		Adapters: map[string]engine.Factory{
+			"fake": func(*routing.Deployment) (engine.Adapter, error) { return trivial{}, nil },
+		},
+	})
+	defer eng.Close()
+	req := request()
+	ctx := context.Background()
+
+	b.ReportAllocs()
+	for b.Loop() {
+		acc, err := eng.Submit(ctx, engine.NewExecutionID(), time.Time{}, req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for after := uint64(0); ; after++ {
+			if err := store.Wait(ctx, acc.ID, after); err != nil {
+				break // ErrTerminated: the terminal event is recorded
+			}
+		}
+	}
+}

@@ -1,0 +1,278 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+
+	"github.com/switchboard-dev/switchboard/runtime/eventstore"
+	"github.com/switchboard-dev/switchboard/runtime/protocol"
+)
+
+// writer appends one execution's events. It is the execution's only writer: sequences
+// and timestamps are assigned under mu, so the run loop and an adapter's (possibly
+// concurrent) emits never race for a sequence, and the store never sees a gap.
+type writer struct {
+	store eventstore.Store
+	ctx   context.Context // for store calls: never cancelled, the terminal must be written
+	id    string
+	now   func() time.Time
+
+	mu       sync.Mutex
+	seq      uint64    // last recorded sequence
+	last     time.Time // last recorded timestamp
+	terminal bool      // the terminal event is recorded; nothing may follow
+}
+
+// timestamp is the next event's time: now in UTC at microsecond precision (as the
+// contract's examples), never before the previous event, so timestamps are non-decreasing
+// even if the clock steps back.
+func (w *writer) timestamp() time.Time {
+	ts := w.now().UTC().Truncate(time.Microsecond)
+	if ts.Before(w.last) {
+		ts = w.last
+	}
+	return ts
+}
+
+// append records a lifecycle event with data v, at the next timestamp.
+func (w *writer) append(typ protocol.EventType, v any) error {
+	return w.appendAt(typ, v, time.Time{})
+}
+
+// appendAt records a lifecycle event with data v at ts, or at the next timestamp when ts
+// is zero.
+func (w *writer) appendAt(typ protocol.EventType, v any, ts time.Time) error {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("encode %s: %w", typ, err)
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if ts.IsZero() {
+		ts = w.timestamp()
+	}
+	return w.appendLocked(typ, data, ts)
+}
+
+func (w *writer) appendLocked(typ protocol.EventType, data json.RawMessage, ts time.Time) error {
+	if w.terminal {
+		return ErrAttemptOver
+	}
+	ev := protocol.Event{ExecutionID: w.id, Sequence: w.seq + 1, Timestamp: ts, Type: typ, Data: data}
+	if err := w.store.Append(w.ctx, ev); err != nil {
+		return fmt.Errorf("append %s to %s: %w", typ, w.id, err)
+	}
+	w.seq, w.last = ev.Sequence, ts
+	w.terminal = typ.Terminal()
+	return nil
+}
+
+// emitter is the Emitter of one attempt.
+type emitter struct {
+	w   *writer
+	ctx context.Context // the attempt's context: emits stop when it ends
+	log logr.Logger
+
+	// Guarded by w.mu, so that close and a concurrent emit agree on whether the event
+	// belongs to the attempt.
+	closed bool
+	output bool // an output or tool event was recorded
+}
+
+var _ Emitter = (*emitter)(nil)
+
+// Emit implements Emitter.
+func (em *emitter) Emit(typ protocol.EventType, data any) error {
+	// Encoding happens before the lock: a large payload does not hold up other emits.
+	raw, err := encodeData(typ, data, em.log)
+	if err != nil || raw == nil {
+		return err
+	}
+	em.w.mu.Lock()
+	defer em.w.mu.Unlock()
+	if em.closed || em.ctx.Err() != nil {
+		return ErrAttemptOver
+	}
+	if err := em.w.appendLocked(typ, raw, em.w.timestamp()); err != nil {
+		return err
+	}
+	if typ.IsOutput() {
+		em.output = true
+	}
+	return nil
+}
+
+// close ends the attempt: later emits are refused. It reports whether the attempt
+// recorded output, which rules out a fallback.
+func (em *emitter) close() (output bool) {
+	em.w.mu.Lock()
+	defer em.w.mu.Unlock()
+	em.closed = true
+	return em.output
+}
+
+// encodeData checks data against typ and encodes it. It returns nil data and no error when
+// nothing is to be recorded (usage whose every entry was dropped). The checks keep every
+// recorded event foldable by protocol.Snapshot.Apply, which stops at an event it cannot
+// decode, and keep the envelope fields out of adapters' hands. Error messages name the
+// type and the broken rule, never the data.
+func encodeData(typ protocol.EventType, data any, log logr.Logger) (json.RawMessage, error) {
+	var (
+		v   any
+		err error
+	)
+	switch typ {
+	case protocol.EventOutputDelta:
+		v, err = checked(data, func(d *protocol.OutputDeltaData) string {
+			if d.Type == "" {
+				d.Type = "text" // the only output type; adapters may leave it out
+			}
+			switch {
+			case d.Type != "text":
+				return "type must be text"
+			case d.Index < 0:
+				return "index must not be negative"
+			}
+			return ""
+		})
+	case protocol.EventToolCallStarted:
+		v, err = checked(data, func(d *protocol.ToolCallStartedData) string {
+			switch {
+			case d.CallID == "" || d.Name == "":
+				return "call_id and name are required"
+			case d.Index < 0:
+				return "index must not be negative"
+			}
+			return ""
+		})
+	case protocol.EventToolCallArgsDelta:
+		v, err = checked(data, func(d *protocol.ToolCallArgsDeltaData) string {
+			if d.CallID == "" {
+				return "call_id is required"
+			}
+			return ""
+		})
+	case protocol.EventProgress:
+		v, err = checked(data, func(d *protocol.ProgressData) string {
+			switch {
+			case d.Stage != protocol.StageQueued && d.Stage != protocol.StageRunning:
+				return "stage must be queued or running"
+			case d.Percent != nil && !(*d.Percent >= 0 && *d.Percent <= 100):
+				return "percent must be between 0 and 100"
+			case d.QueuePosition != nil && *d.QueuePosition < 0:
+				return "queue_position must not be negative"
+			}
+			return ""
+		})
+	case protocol.EventOutputResult:
+		v, err = checked(data, func(d *protocol.OutputResultData) string {
+			if d.Artifacts == nil {
+				d.Artifacts = []protocol.Artifact{} // the contract shows a list, never null
+			}
+			for _, a := range d.Artifacts {
+				if a.URI == "" || a.MediaType == "" {
+					return "artifacts need uri and media_type"
+				}
+			}
+			return ""
+		})
+	case protocol.EventUsageReported:
+		var d protocol.UsageReportedData
+		d, err = convert[protocol.UsageReportedData](data)
+		if err == nil {
+			d.Usage = validUsage(d.Usage, log)
+			if len(d.Usage) == 0 {
+				return nil, nil
+			}
+			v = d
+		}
+	default:
+		return nil, fmt.Errorf("emit %s: adapters may not emit this type: %w", typ, ErrInvalidEvent)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("emit %s: %w", typ, err)
+	}
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return nil, fmt.Errorf("emit %s: data cannot be encoded: %w", typ, ErrInvalidEvent)
+	}
+	return raw, nil
+}
+
+// checked converts data to T and applies check, which may normalise the value and
+// returns a non-empty reason when it is invalid.
+func checked[T any](data any, check func(*T) string) (T, error) {
+	d, err := convert[T](data)
+	if err != nil {
+		return d, err
+	}
+	if reason := check(&d); reason != "" {
+		return d, fmt.Errorf("%s: %w", reason, ErrInvalidEvent)
+	}
+	return d, nil
+}
+
+// convert returns data as T. The protocol payload types (value or pointer) are taken as
+// they are, without a JSON round trip, since that is what adapters emit on the hot path;
+// anything else is encoded and decoded strictly (no unknown fields).
+func convert[T any](data any) (T, error) {
+	switch d := data.(type) {
+	case T:
+		return d, nil
+	case *T:
+		if d != nil {
+			return *d, nil
+		}
+		var zero T
+		return zero, fmt.Errorf("data is nil: %w", ErrInvalidEvent)
+	}
+	return decodeStrict[T](data)
+}
+
+// decodeStrict is convert's slow path, apart so that the fast path does not allocate.
+func decodeStrict[T any](data any) (T, error) {
+	var out T
+	b, err := json.Marshal(data)
+	if err != nil {
+		return out, fmt.Errorf("data cannot be encoded: %w", ErrInvalidEvent)
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&out); err != nil || bytes.Equal(bytes.TrimSpace(b), []byte("null")) {
+		return out, fmt.Errorf("data does not have the type's shape: %w", ErrInvalidEvent)
+	}
+	return out, nil
+}
+
+// validUsage returns the valid entries of us (CONTRACT §8), logging what it drops. It
+// reuses us's array only when nothing is dropped, so the caller's slice is never changed.
+func validUsage(us []protocol.Usage, log logr.Logger) []protocol.Usage {
+	valid := 0
+	for _, u := range us {
+		if u.Valid() {
+			valid++
+		}
+	}
+	if valid == len(us) {
+		return us
+	}
+	out := make([]protocol.Usage, 0, valid)
+	for _, u := range us {
+		if u.Valid() {
+			out = append(out, u)
+			continue
+		}
+		// The unit is the adapter's, not the caller's; the quantity is logged as text
+		// because NaN and ±Inf have no JSON encoding.
+		log.Info("Dropped invalid usage entry", "unit", u.Unit, "source", u.Source,
+			"quantity", strconv.FormatFloat(u.Quantity, 'g', -1, 64))
+	}
+	return out
+}

@@ -1,0 +1,295 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"maps"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-logr/logr"
+
+	"github.com/switchboard-dev/switchboard/runtime/eventstore"
+	"github.com/switchboard-dev/switchboard/runtime/protocol"
+	"github.com/switchboard-dev/switchboard/runtime/routing"
+)
+
+// Defaults of Config.
+const (
+	// DefaultMaxConcurrent is the default of --max-concurrent-executions.
+	DefaultMaxConcurrent = 256
+	// DefaultCleanupGrace is the default of --cleanup-grace (CONTRACT §5.2).
+	DefaultCleanupGrace = 10 * time.Second
+)
+
+// Config configures an Engine.
+type Config struct {
+	// Store records executions and events. Required. Shut the engine down before closing
+	// the store, so that the terminal events of running executions can be written.
+	Store eventstore.Store
+	// Table publishes the routing table; nil routes nothing (every Submit gives
+	// unsupported_capability).
+	Table *routing.Holder
+	// Adapters builds adapters, by provider name (Deployment.Provider).
+	Adapters map[string]Factory
+	// MaxConcurrent bounds the executions running on this engine; further submits get
+	// rate_limited. 0 means DefaultMaxConcurrent.
+	MaxConcurrent int
+	// CleanupGrace bounds how long an adapter may take to return after its attempt was
+	// cancelled or ran out of time. 0 means DefaultCleanupGrace.
+	CleanupGrace time.Duration
+	// Now is the clock for timestamps and deadlines; nil means time.Now.
+	Now func() time.Time
+	// Logger receives the engine's logs; the zero Logger discards them.
+	Logger logr.Logger
+}
+
+// Engine runs executions. Create it with New; it is safe for concurrent use.
+type Engine struct {
+	store    eventstore.Store
+	table    *routing.Holder
+	adapters map[string]Factory
+	grace    time.Duration
+	now      func() time.Time
+	log      logr.Logger
+
+	// slots holds one token per running execution. A buffered channel gives a
+	// lock-free, exact limit, and Shutdown waits for executions by taking every token.
+	slots chan struct{}
+
+	root     context.Context // ends at shutdown, with cause errShutdown
+	stop     context.CancelCauseFunc
+	closing  atomic.Bool
+	shutdown sync.Once
+	drained  chan struct{} // closed once Shutdown holds every slot
+}
+
+// Accepted describes an execution Submit created.
+type Accepted struct {
+	// ID is the execution id.
+	ID string
+	// CreatedAt is when the execution was accepted (UTC, microseconds).
+	CreatedAt time.Time
+	// DeadlineAt is when the execution's deadline passes.
+	DeadlineAt time.Time
+}
+
+// New returns an engine. It panics if cfg.Store is nil, a programming error.
+func New(cfg Config) *Engine {
+	if cfg.Store == nil {
+		panic("engine: Config.Store is nil")
+	}
+	e := &Engine{
+		store:    cfg.Store,
+		table:    cfg.Table,
+		adapters: maps.Clone(cfg.Adapters),
+		grace:    cfg.CleanupGrace,
+		now:      cfg.Now,
+		log:      cfg.Logger,
+		drained:  make(chan struct{}),
+	}
+	if e.table == nil {
+		e.table = new(routing.Holder)
+	}
+	if e.grace <= 0 {
+		e.grace = DefaultCleanupGrace
+	}
+	if e.now == nil {
+		e.now = time.Now
+	}
+	n := cfg.MaxConcurrent
+	if n <= 0 {
+		n = DefaultMaxConcurrent
+	}
+	e.slots = make(chan struct{}, n)
+	e.root, e.stop = context.WithCancelCause(context.Background())
+	return e
+}
+
+// execution is one running execution: its plan and its writer.
+type execution struct {
+	id         string
+	req        *protocol.Request
+	route      routing.Route // from the one table snapshot the execution uses
+	deadlineAt time.Time
+	w          writer
+	log        logr.Logger
+}
+
+// Submit starts an execution of req under id (see NewExecutionID) created at createdAt
+// (zero: now). Every check happens before anything exists: it returns a *protocol.Error
+// — unsupported_capability when no deployment is eligible, rate_limited when
+// MaxConcurrent executions are running, provider_unavailable after Shutdown — and then
+// nothing was created. Otherwise the execution is stored with execution.accepted and runs
+// in the background: ctx only carries values and is used for the synchronous store
+// calls; its cancellation never cancels the execution (use Cancel).
+//
+// req must be decoded and validated (protocol.DecodeRequest) and not modified later.
+func (e *Engine) Submit(ctx context.Context, id string, createdAt time.Time, req *protocol.Request) (Accepted, error) {
+	if req == nil {
+		return Accepted{}, errInvalidRequest()
+	}
+	if e.closing.Load() {
+		return Accepted{}, errShuttingDown()
+	}
+	route, err := e.table.Load().Route(query(req))
+	if err != nil {
+		var ne *routing.NoEligibleError
+		if errors.As(err, &ne) {
+			// Its message names capability ids only (a closed set), never the ability.
+			return Accepted{}, protocol.NewError(protocol.CodeUnsupportedCapability, ne.Error())
+		}
+		e.log.Error(err, "Cannot route execution", "execution", id)
+		return Accepted{}, errInternal()
+	}
+
+	select {
+	case e.slots <- struct{}{}:
+	default:
+		return Accepted{}, errRateLimited()
+	}
+	// Shutdown may have started after the first check; it is waiting for this slot.
+	if e.closing.Load() {
+		<-e.slots
+		return Accepted{}, errShuttingDown()
+	}
+
+	acc, x, err := e.create(ctx, id, createdAt, req, route)
+	if err != nil {
+		<-e.slots
+		return Accepted{}, err
+	}
+	go e.run(ctx, x)
+	return acc, nil
+}
+
+// query builds the routing query of req with the contract's defaults applied.
+func query(req *protocol.Request) routing.Query {
+	q := routing.Query{
+		Ability:     req.Ability,
+		Required:    routing.Required(req.Requirements, req.Input),
+		Deadline:    time.Duration(req.DeadlineOrDefault()) * time.Millisecond,
+		MaxAttempts: req.MaxAttemptsOrDefault(),
+	}
+	if req.Routing != nil && len(req.Routing.Prefer) > 0 {
+		q.Prefer = make([]routing.Ref, 0, len(req.Routing.Prefer))
+		for _, s := range req.Routing.Prefer {
+			// The decoder validated the refs; one that still does not parse can match
+			// nothing anyway.
+			if ref, ok := routing.ParseRef(s); ok {
+				q.Prefer = append(q.Prefer, ref)
+			}
+		}
+	}
+	if len(req.Extensions) > 0 {
+		q.ExtensionKeys = make([]string, 0, len(req.Extensions))
+		for k := range req.Extensions {
+			q.ExtensionKeys = append(q.ExtensionKeys, k)
+		}
+	}
+	return q
+}
+
+// create stores the execution and its execution.accepted event.
+func (e *Engine) create(ctx context.Context, id string, createdAt time.Time, req *protocol.Request, route routing.Route) (Accepted, *execution, error) {
+	if createdAt.IsZero() {
+		createdAt = e.now()
+	}
+	createdAt = createdAt.UTC().Truncate(time.Microsecond)
+	acc := Accepted{ID: id, CreatedAt: createdAt, DeadlineAt: createdAt.Add(route.Deadline)}
+	log := e.log.WithValues("execution", id)
+
+	info, err := json.Marshal(Info{
+		Ability:    req.Ability,
+		Metadata:   req.Metadata,
+		DeadlineAt: acc.DeadlineAt,
+		CreatedAt:  createdAt,
+	})
+	if err != nil {
+		log.Error(err, "Cannot encode execution info")
+		return Accepted{}, nil, errInternal()
+	}
+	// Once creation starts it must finish: an execution stored without its accepted
+	// event would never end, so the caller's cancellation must not cut it short.
+	wctx := context.WithoutCancel(ctx)
+	if err := e.store.Create(wctx, eventstore.Record{ID: id, CreatedAt: createdAt, Info: info}); err != nil {
+		log.Error(err, "Cannot create execution")
+		return Accepted{}, nil, errInternal()
+	}
+	x := &execution{
+		id:         id,
+		req:        req,
+		route:      route,
+		deadlineAt: acc.DeadlineAt,
+		w:          writer{store: e.store, ctx: wctx, id: id, now: e.now, last: createdAt},
+		log:        log,
+	}
+	// execution.accepted carries the creation time, so that its timestamp and the
+	// status's created_at agree; later events never precede it.
+	accepted := protocol.AcceptedData{Ability: req.Ability, DeadlineAt: acc.DeadlineAt}
+	if err := x.w.appendAt(protocol.EventAccepted, accepted, createdAt); err != nil {
+		log.Error(err, "Cannot record execution.accepted")
+		return Accepted{}, nil, errInternal()
+	}
+	return acc, x, nil
+}
+
+// Cancel requests the cancellation of execution id and returns its status. The request
+// is recorded in the store, so it works whichever replica runs the execution; that
+// replica ends it with execution.failed (cancelled). Cancelling a terminal execution
+// changes nothing and returns its status (Terminal set): answer it as a no-op. An unknown
+// execution gives a not_found *protocol.Error.
+func (e *Engine) Cancel(ctx context.Context, id string) (eventstore.Status, error) {
+	err := e.store.RequestCancel(ctx, id)
+	switch {
+	case err == nil, errors.Is(err, eventstore.ErrTerminated):
+	case errors.Is(err, eventstore.ErrNotFound):
+		return eventstore.Status{}, errNotFound()
+	default:
+		e.log.Error(err, "Cannot request cancel", "execution", id)
+		return eventstore.Status{}, errInternal()
+	}
+	st, err := e.store.Get(ctx, id)
+	switch {
+	case err == nil:
+		return st, nil
+	case errors.Is(err, eventstore.ErrNotFound):
+		// Removed by retention between the two calls.
+		return eventstore.Status{}, errNotFound()
+	default:
+		e.log.Error(err, "Cannot read execution", "execution", id)
+		return eventstore.Status{}, errInternal()
+	}
+}
+
+// Shutdown stops accepting executions, cancels the running ones and waits until each
+// has recorded its terminal event (provider_unavailable, retryable: the caller may submit
+// again elsewhere) or ctx ends. Each execution waits at most CleanupGrace for its
+// adapter, so Shutdown takes little longer than that. It may be called more than once.
+func (e *Engine) Shutdown(ctx context.Context) error {
+	e.shutdown.Do(func() {
+		e.closing.Store(true)
+		e.stop(errShutdown)
+		go func() {
+			// Every running execution holds a slot until its terminal event is written;
+			// holding all of them means none runs, and none can start.
+			for range cap(e.slots) {
+				e.slots <- struct{}{}
+			}
+			close(e.drained)
+		}()
+	})
+	select {
+	case <-e.drained:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Close is Shutdown without a time limit beyond the cleanup grace.
+func (e *Engine) Close() error {
+	return e.Shutdown(context.Background())
+}

@@ -1,0 +1,82 @@
+package engine
+
+import (
+	"errors"
+	"time"
+
+	"github.com/switchboard-dev/switchboard/runtime/protocol"
+)
+
+// Causes of an execution context's end; causeError turns them into portable errors.
+var (
+	errDeadline        = errors.New("execution deadline exceeded")
+	errCancelRequested = errors.New("execution cancel requested")
+	errShutdown        = errors.New("engine shut down")
+	errAttemptTimeout  = errors.New("attempt timeout exceeded")
+)
+
+// rateLimitRetryAfter is the retry hint of a rejection at the concurrency limit: long
+// enough for short executions to free a slot, short enough not to idle the caller.
+const rateLimitRetryAfter = time.Second
+
+// The portable errors the engine creates. Each call returns a new value, since callers
+// own what they are given. Messages are fixed templates (CONTRACT §7).
+
+func errInvalidRequest() *protocol.Error {
+	return protocol.NewError(protocol.CodeInvalidRequest, "request is missing")
+}
+
+func errRateLimited() *protocol.Error {
+	e := protocol.NewError(protocol.CodeRateLimited, "too many executions are running; retry later")
+	e.RetryAfterMs = rateLimitRetryAfter.Milliseconds()
+	return e
+}
+
+func errShuttingDown() *protocol.Error {
+	return protocol.NewError(protocol.CodeProviderUnavailable, "the runtime is shutting down; retry on another replica")
+}
+
+func errShutDown() *protocol.Error {
+	return protocol.NewError(protocol.CodeProviderUnavailable, "the runtime shut down before the execution finished")
+}
+
+func errDeadlineExceeded() *protocol.Error {
+	return protocol.NewError(protocol.CodeDeadlineExceeded, "the execution deadline passed before it finished")
+}
+
+func errCancelled() *protocol.Error {
+	return protocol.NewError(protocol.CodeCancelled, "the execution was cancelled")
+}
+
+func errProviderTimeout() *protocol.Error {
+	return protocol.NewError(protocol.CodeProviderTimeout, "the attempt timed out")
+}
+
+func errNoAdapter() *protocol.Error {
+	return protocol.NewError(protocol.CodeInternal, "no adapter is available for the deployment's provider")
+}
+
+func errAdapterUnusable() *protocol.Error {
+	return protocol.NewError(protocol.CodeProviderRejected, "the deployment's adapter cannot be configured")
+}
+
+func errInternal() *protocol.Error {
+	return protocol.NewError(protocol.CodeInternal, "internal error")
+}
+
+func errNotFound() *protocol.Error {
+	return protocol.NewError(protocol.CodeNotFound, "execution not found")
+}
+
+// causeError is the terminal error for an execution context that has ended.
+func causeError(cause error) *protocol.Error {
+	switch {
+	case errors.Is(cause, errCancelRequested):
+		return errCancelled()
+	case errors.Is(cause, errShutdown):
+		return errShutDown()
+	default:
+		// errDeadline, and anything unexpected: the execution ran out of time.
+		return errDeadlineExceeded()
+	}
+}

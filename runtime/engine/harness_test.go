@@ -1,0 +1,396 @@
+package engine_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
+
+	"github.com/switchboard-dev/switchboard/runtime/engine"
+	"github.com/switchboard-dev/switchboard/runtime/eventstore"
+	"github.com/switchboard-dev/switchboard/runtime/eventstore/memory"
+	"github.com/switchboard-dev/switchboard/runtime/protocol"
+	"github.com/switchboard-dev/switchboard/runtime/routing"
+)
+
+// waitTimeout bounds every wait in these tests. Only a broken engine reaches it, so it
+// is generous; timing assertions use their own, still generous, bounds.
+const waitTimeout = 10 * time.Second
+
+// step is one action of a scripted adapter.
+type step struct {
+	typ   protocol.EventType // emit typ with data
+	data  any
+	fail  error         // return fail
+	hang  bool          // wait for ctx to end, then return its error
+	block chan struct{} // wait for block to close, ignoring ctx
+}
+
+func emit(typ protocol.EventType, data any) step { return step{typ: typ, data: data} }
+func fail(err error) step                        { return step{fail: err} }
+func hang() step                                 { return step{hang: true} }
+
+// block returns a step that ignores ctx until the test ends (or release is called).
+func block(t *testing.T) (s step, release func()) {
+	ch := make(chan struct{})
+	var once sync.Once
+	release = func() { once.Do(func() { close(ch) }) }
+	t.Cleanup(release)
+	return step{block: ch}, release
+}
+
+func delta(text string) step {
+	return emit(protocol.EventOutputDelta, protocol.OutputDeltaData{Type: "text", Text: text})
+}
+
+// script is a scriptable fake Adapter: it runs its steps in order, records its calls,
+// what its context said when a wait ended and what every Emit returned.
+type script struct {
+	steps  []step
+	finish string
+
+	mu       sync.Mutex
+	calls    []engine.Attempt
+	emitErrs []error
+	ctxErrs  []error       // cause of ctx when a hang ended
+	done     chan struct{} // closed when Execute returns, for the first call
+	once     sync.Once
+}
+
+func newScript(steps ...step) *script {
+	return &script{steps: steps, finish: "stop", done: make(chan struct{})}
+}
+
+func (s *script) Execute(ctx context.Context, a engine.Attempt, em engine.Emitter) (engine.Outcome, error) {
+	s.mu.Lock()
+	s.calls = append(s.calls, a)
+	s.mu.Unlock()
+	defer s.once.Do(func() { close(s.done) })
+	for _, st := range s.steps {
+		switch {
+		case st.fail != nil:
+			return engine.Outcome{}, st.fail
+		case st.hang:
+			<-ctx.Done()
+			s.mu.Lock()
+			s.ctxErrs = append(s.ctxErrs, context.Cause(ctx))
+			s.mu.Unlock()
+			// Like a real adapter whose request was cut: an error that would be
+			// retryable on its own. The engine must decide by the context's reason.
+			return engine.Outcome{}, protocol.NewError(protocol.CodeProviderUnavailable, "stream cut")
+		case st.block != nil:
+			<-st.block
+		default:
+			err := em.Emit(st.typ, st.data)
+			s.mu.Lock()
+			s.emitErrs = append(s.emitErrs, err)
+			s.mu.Unlock()
+		}
+	}
+	return engine.Outcome{FinishReason: s.finish}, nil
+}
+
+func (s *script) callCount() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.calls)
+}
+
+func (s *script) attempts() []engine.Attempt {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]engine.Attempt(nil), s.calls...)
+}
+
+func (s *script) emitErrors() []error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]error(nil), s.emitErrs...)
+}
+
+func (s *script) contextErrors() []error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]error(nil), s.ctxErrs...)
+}
+
+// waitDone waits for the first Execute to return.
+func (s *script) waitDone(t *testing.T) {
+	t.Helper()
+	select {
+	case <-s.done:
+	case <-time.After(waitTimeout):
+		t.Fatal("adapter did not return")
+	}
+}
+
+// deployment builds a routable text deployment served by the fake provider.
+func deployment(name string, opts ...func(*routing.Deployment)) routing.Deployment {
+	d := routing.Deployment{
+		Ref:       routing.Ref{Namespace: "ai", Name: name},
+		Provider:  "fake",
+		Model:     name + "-model",
+		Abilities: []string{"chat"},
+		Capabilities: routing.CapsOf(protocol.CapInputText, protocol.CapInputJSON,
+			protocol.CapOutputText),
+		Weight: 100,
+	}
+	for _, o := range opts {
+		o(&d)
+	}
+	return d
+}
+
+func withPriority(p int32) func(*routing.Deployment) {
+	return func(d *routing.Deployment) { d.Priority = p }
+}
+
+func withAttemptTimeout(t time.Duration) func(*routing.Deployment) {
+	return func(d *routing.Deployment) { d.AttemptTimeout = t }
+}
+
+func withProvider(p string) func(*routing.Deployment) {
+	return func(d *routing.Deployment) { d.Provider = p }
+}
+
+// request builds a valid chat request with one text part.
+func request(opts ...func(*protocol.Request)) *protocol.Request {
+	r := &protocol.Request{
+		Ability: "chat",
+		Input:   []protocol.Part{{Type: protocol.PartText, Text: "hello"}},
+	}
+	for _, o := range opts {
+		o(r)
+	}
+	return r
+}
+
+func withDeadline(ms int64) func(*protocol.Request) {
+	return func(r *protocol.Request) { r.DeadlineMs = &ms }
+}
+
+func withMaxAttempts(n int) func(*protocol.Request) {
+	return func(r *protocol.Request) { r.Routing = &protocol.Routing{MaxAttempts: &n} }
+}
+
+// logSink collects log lines, so tests can check what the engine logged.
+type logSink struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (l *logSink) logger() logr.Logger {
+	return funcr.New(func(prefix, args string) {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		l.lines = append(l.lines, prefix+" "+args)
+	}, funcr.Options{Verbosity: 1})
+}
+
+func (l *logSink) count(substr string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, s := range l.lines {
+		if strings.Contains(s, substr) {
+			n++
+		}
+	}
+	return n
+}
+
+func (l *logSink) all() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Join(l.lines, "\n")
+}
+
+// harness is an engine over a real memory store and routing table, with one script per
+// deployment name.
+type harness struct {
+	t       *testing.T
+	eng     *engine.Engine
+	store   *memory.Store
+	scripts map[string]*script
+	logs    *logSink
+}
+
+func newHarness(t *testing.T, deployments []routing.Deployment, scripts map[string]*script, opts ...func(*engine.Config)) *harness {
+	t.Helper()
+	h := &harness{t: t, store: memory.New(), scripts: scripts, logs: &logSink{}}
+	holder := new(routing.Holder)
+	holder.Store(routing.NewTable(deployments))
+	cfg := engine.Config{
+		Store: h.store,
+		Table: holder,
+		Adapters: map[string]engine.Factory{
+			"fake": func(d *routing.Deployment) (engine.Adapter, error) {
+				s, ok := scripts[d.Ref.Name]
+				if !ok {
+					return nil, fmt.Errorf("no script for %s", d.Ref)
+				}
+				return s, nil
+			},
+		},
+		CleanupGrace: 100 * time.Millisecond,
+		Logger:       h.logs.logger(),
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	h.eng = engine.New(cfg)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+		defer cancel()
+		if err := h.eng.Shutdown(ctx); err != nil {
+			t.Errorf("Shutdown: %v", err)
+		}
+		_ = h.store.Close()
+	})
+	return h
+}
+
+// submit submits req and fails the test on error.
+func (h *harness) submit(req *protocol.Request) engine.Accepted {
+	h.t.Helper()
+	acc, err := h.eng.Submit(h.t.Context(), engine.NewExecutionID(), time.Time{}, req)
+	if err != nil {
+		h.t.Fatalf("Submit: %v", err)
+	}
+	return acc
+}
+
+// waitFor waits until execution id has at least n events and returns them.
+func (h *harness) waitFor(id string, n uint64) []protocol.Event {
+	h.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	if err := h.store.Wait(ctx, id, n-1); err != nil {
+		h.t.Fatalf("waiting for event %d of %s: %v", n, id, err)
+	}
+	evs, err := h.store.Read(ctx, id, 0, 0)
+	if err != nil {
+		h.t.Fatalf("Read: %v", err)
+	}
+	return evs
+}
+
+// finish waits for the terminal event of id and returns every event after checking the
+// envelope invariants.
+func (h *harness) finish(id string) []protocol.Event {
+	h.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	var after uint64
+	for {
+		err := h.store.Wait(ctx, id, after)
+		if errors.Is(err, eventstore.ErrTerminated) {
+			break
+		}
+		if err != nil {
+			h.t.Fatalf("waiting for the terminal event of %s: %v", id, err)
+		}
+		st, err := h.store.Get(ctx, id)
+		if err != nil {
+			h.t.Fatalf("Get: %v", err)
+		}
+		after = st.LastSequence
+	}
+	evs, err := h.store.Read(ctx, id, 0, 0)
+	if err != nil {
+		h.t.Fatalf("Read: %v", err)
+	}
+	checkEvents(h.t, id, evs)
+	return evs
+}
+
+// checkEvents asserts the envelope invariants of a finished execution (CONTRACT §5.1):
+// sequences 1..N without gaps, the execution's id, non-decreasing UTC timestamps,
+// execution.accepted first and exactly one terminal event, last.
+func checkEvents(t *testing.T, id string, evs []protocol.Event) {
+	t.Helper()
+	if len(evs) == 0 {
+		t.Fatal("no events")
+	}
+	if evs[0].Type != protocol.EventAccepted {
+		t.Errorf("first event is %s, want execution.accepted", evs[0].Type)
+	}
+	terminals := 0
+	for i, ev := range evs {
+		if ev.Sequence != uint64(i+1) {
+			t.Errorf("event %d has sequence %d", i, ev.Sequence)
+		}
+		if ev.ExecutionID != id {
+			t.Errorf("event %d has execution id %q, want %q", ev.Sequence, ev.ExecutionID, id)
+		}
+		if ev.Timestamp.Location() != time.UTC {
+			t.Errorf("event %d timestamp %v is not UTC", ev.Sequence, ev.Timestamp)
+		}
+		if i > 0 && ev.Timestamp.Before(evs[i-1].Timestamp) {
+			t.Errorf("event %d timestamp %v is before the previous %v", ev.Sequence, ev.Timestamp, evs[i-1].Timestamp)
+		}
+		if !json.Valid(ev.Data) {
+			t.Errorf("event %d data is not JSON: %s", ev.Sequence, ev.Data)
+		}
+		if ev.Type.Terminal() {
+			terminals++
+		}
+	}
+	if terminals != 1 {
+		t.Errorf("%d terminal events, want exactly 1", terminals)
+	}
+	if last := evs[len(evs)-1]; !last.Type.Terminal() {
+		t.Errorf("last event is %s, want a terminal event", last.Type)
+	}
+}
+
+func types(evs []protocol.Event) []protocol.EventType {
+	out := make([]protocol.EventType, len(evs))
+	for i, ev := range evs {
+		out[i] = ev.Type
+	}
+	return out
+}
+
+func decode[T any](t *testing.T, ev protocol.Event) T {
+	t.Helper()
+	var v T
+	if err := json.Unmarshal(ev.Data, &v); err != nil {
+		t.Fatalf("decode %s data %s: %v", ev.Type, ev.Data, err)
+	}
+	return v
+}
+
+// terminalError returns the error of the execution.failed event that ends evs.
+func terminalError(t *testing.T, evs []protocol.Event) *protocol.Error {
+	t.Helper()
+	last := evs[len(evs)-1]
+	if last.Type != protocol.EventFailed {
+		t.Fatalf("last event is %s (%s), want execution.failed", last.Type, last.Data)
+	}
+	d := decode[protocol.FailedData](t, last)
+	if d.Error == nil {
+		t.Fatal("execution.failed without error")
+	}
+	return d.Error
+}
+
+// protocolError asserts err is a *protocol.Error with the code.
+func protocolError(t *testing.T, err error, code protocol.Code) *protocol.Error {
+	t.Helper()
+	var pe *protocol.Error
+	if !errors.As(err, &pe) {
+		t.Fatalf("error %v (%T) is not a *protocol.Error", err, err)
+	}
+	if pe.Code != code {
+		t.Fatalf("code %s (%s), want %s", pe.Code, pe.Message, code)
+	}
+	return pe
+}

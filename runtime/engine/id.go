@@ -1,0 +1,33 @@
+package engine
+
+import (
+	"crypto/rand"
+	"encoding/base32"
+	"encoding/binary"
+	"time"
+)
+
+// idEncoding is base32 with Crockford's alphabet in lower case. The alphabet is in
+// ascending byte order, so ids compare like the bytes they encode.
+var idEncoding = base32.NewEncoding("0123456789abcdefghjkmnpqrstvwxyz").WithPadding(base32.NoPadding)
+
+const (
+	// idRandomBytes is the unguessable part of an id: 128 bits (CONTRACT §4.1).
+	idRandomBytes = 16
+	// idTimeBytes holds the creation time in milliseconds, like a ULID, so that ids of
+	// later executions sort later, which keeps logs and store keys roughly in order.
+	idTimeBytes = 6
+)
+
+// NewExecutionID returns a new execution id: "exe_" and 36 characters of lower-case
+// Crockford base32 encoding a 48-bit millisecond timestamp followed by 128 bits from
+// crypto/rand. The random part alone makes ids unguessable; the timestamp only orders
+// them.
+func NewExecutionID() string {
+	var b [8 + idRandomBytes]byte
+	binary.BigEndian.PutUint64(b[:8], uint64(time.Now().UnixMilli()))
+	// crypto/rand.Read never fails (it aborts the program if the OS cannot supply
+	// randomness), so there is no error to handle.
+	_, _ = rand.Read(b[8:])
+	return "exe_" + idEncoding.EncodeToString(b[8-idTimeBytes:])
+}

@@ -1,0 +1,192 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/go-logr/logr"
+
+	"github.com/switchboard-dev/switchboard/runtime/protocol"
+	"github.com/switchboard-dev/switchboard/runtime/routing"
+)
+
+// run drives x from its first attempt to its terminal event, then frees its slot.
+func (e *Engine) run(parent context.Context, x *execution) {
+	defer func() { <-e.slots }()
+
+	// The execution keeps the submitter's values (trace ids) but not its cancellation;
+	// it ends on a cancel request, on shutdown or at its deadline, each with its cause.
+	base, cancel := context.WithCancelCause(context.WithoutCancel(parent))
+	defer cancel(nil)
+	stopShutdown := context.AfterFunc(e.root, func() { cancel(errShutdown) })
+	defer stopShutdown()
+	// The deadline is measured on the engine's clock and covers every attempt; it is set
+	// once and never reset.
+	ctx, cancelDeadline := context.WithTimeoutCause(base, x.deadlineAt.Sub(e.now()), errDeadline)
+	defer cancelDeadline()
+
+	go e.watchCancel(base, x.id, cancel)
+
+	typ, data := e.attempts(ctx, x)
+	if err := x.w.append(typ, data); err != nil {
+		x.log.Error(err, "Cannot record terminal event", "type", typ)
+	}
+}
+
+// watchCancel cancels the execution when a cancel is requested on any replica. It
+// returns when ctx ends, which run ensures once the terminal event is written.
+func (e *Engine) watchCancel(ctx context.Context, id string, cancel context.CancelCauseFunc) {
+	if err := e.store.WaitCancel(ctx, id); err == nil {
+		cancel(errCancelRequested)
+	}
+}
+
+// attempts runs x's candidates in order and returns its terminal event.
+func (e *Engine) attempts(ctx context.Context, x *execution) (protocol.EventType, any) {
+	candidates := x.route.Candidates
+	for i, d := range candidates {
+		n := i + 1
+		if ctx.Err() != nil {
+			// Never start an attempt once the execution has ended.
+			return failed(causeError(context.Cause(ctx)))
+		}
+		ref := d.Ref.String()
+		sel := protocol.RouteSelectedData{Attempt: n, Deployment: ref, Provider: d.Provider, Model: d.Model}
+		if err := x.w.append(protocol.EventRouteSelected, sel); err != nil {
+			x.log.Error(err, "Cannot record route.selected")
+			return failed(errInternal())
+		}
+
+		out, perr, output := e.attempt(ctx, x, n, d)
+		if perr == nil {
+			return protocol.EventCompleted, protocol.CompletedData{FinishReason: out.FinishReason}
+		}
+		// Fallback only for a retryable failure before any output, with a candidate
+		// left and time left (CONTRACT §5.2).
+		retry := perr.Retryable && !output && n < len(candidates)
+		if retry && ctx.Err() != nil {
+			// The execution ended after the attempt did: the retry the error asks for
+			// cannot happen, and the reason is the end (deadline, cancel, shutdown).
+			retry, perr = false, causeError(context.Cause(ctx))
+		}
+		if !retry {
+			return failed(perr)
+		}
+		af := protocol.AttemptFailedData{Attempt: n, Deployment: ref, Error: perr}
+		if err := x.w.append(protocol.EventAttemptFailed, af); err != nil {
+			x.log.Error(err, "Cannot record route.attempt_failed")
+			return failed(errInternal())
+		}
+	}
+	// Route guarantees at least one candidate; reaching here is a bug in it.
+	x.log.Error(nil, "Route has no candidates")
+	return failed(errInternal())
+}
+
+func failed(err *protocol.Error) (protocol.EventType, any) {
+	return protocol.EventFailed, protocol.FailedData{Error: err}
+}
+
+// result is what an adapter's Execute returned.
+type result struct {
+	out Outcome
+	err error
+}
+
+// attempt runs attempt n on deployment d. It returns the outcome or the attempt's
+// portable error, and whether the attempt recorded output.
+func (e *Engine) attempt(ctx context.Context, x *execution, n int, d *routing.Deployment) (Outcome, *protocol.Error, bool) {
+	log := x.log.WithValues("attempt", n, "deployment", d.Ref.String(), "provider", d.Provider)
+	factory := e.adapters[d.Provider]
+	if factory == nil {
+		log.Error(nil, "No adapter factory for provider")
+		return Outcome{}, errNoAdapter(), false
+	}
+	adapter, err := factory(d)
+	if err != nil {
+		log.Error(err, "Cannot build adapter")
+		var pe *protocol.Error
+		if errors.As(err, &pe) && pe.Code.Known() {
+			return Outcome{}, clone(pe), false
+		}
+		return Outcome{}, errAdapterUnusable(), false
+	}
+
+	actx, cancel := ctx, context.CancelFunc(func() {})
+	if d.AttemptTimeout > 0 {
+		// A child of the execution context: it can end the attempt early, never late.
+		actx, cancel = context.WithTimeoutCause(ctx, d.AttemptTimeout, errAttemptTimeout)
+	}
+	defer cancel()
+
+	em := &emitter{w: &x.w, ctx: actx, log: log}
+	a := Attempt{ExecutionID: x.id, Number: n, Request: x.req, Deployment: d, CleanupGrace: e.grace}
+	done := make(chan result, 1) // buffered: an abandoned adapter's send must not block
+	go func() { done <- execute(actx, adapter, a, em) }()
+
+	var r result
+	select {
+	case r = <-done:
+	case <-actx.Done():
+		grace := time.NewTimer(e.grace)
+		select {
+		case r = <-done:
+		case <-grace.C:
+			log.Info("Adapter did not return within the cleanup grace; abandoning it", "grace", e.grace)
+		}
+		grace.Stop()
+	}
+	output := em.close()
+
+	// Once a context has ended, its reason decides the outcome, whatever the adapter
+	// returned: the error it returns then is only a consequence.
+	switch {
+	case ctx.Err() != nil:
+		return Outcome{}, causeError(context.Cause(ctx)), output
+	case actx.Err() != nil:
+		log.Info("Attempt timed out", "timeout", d.AttemptTimeout)
+		return Outcome{}, errProviderTimeout(), output
+	case r.err != nil:
+		return Outcome{}, adapterError(r.err, log), output
+	}
+	return r.out, nil, output
+}
+
+// execute calls the adapter, turning a panic into an error so that one faulty adapter
+// fails its attempt rather than the whole process.
+func execute(ctx context.Context, ad Adapter, a Attempt, em Emitter) (r result) {
+	defer func() {
+		if p := recover(); p != nil {
+			r = result{err: fmt.Errorf("adapter panic: %v", p)}
+		}
+	}()
+	out, err := ad.Execute(ctx, a, em)
+	return result{out: out, err: err}
+}
+
+// adapterError maps an adapter's error to the portable error recorded for it. Adapters
+// report failures as *protocol.Error with fixed messages; anything else is a bug or an
+// unmapped dependency error, whose text must not reach the caller, so it becomes internal
+// and is only logged.
+func adapterError(err error, log logr.Logger) *protocol.Error {
+	var pe *protocol.Error
+	if errors.As(err, &pe) && pe.Code.Known() {
+		log.Info("Attempt failed", "code", pe.Code, "retryable", pe.Retryable)
+		return clone(pe)
+	}
+	log.Error(err, "Attempt failed with an unmapped error")
+	return errInternal()
+}
+
+// clone copies an adapter's error, so that an adapter that keeps and changes it cannot
+// change what is recorded.
+func clone(pe *protocol.Error) *protocol.Error {
+	c := *pe
+	if pe.ProviderError != nil {
+		p := *pe.ProviderError
+		c.ProviderError = &p
+	}
+	return &c
+}

@@ -1,0 +1,171 @@
+// Package providerhttp holds what every HTTP provider adapter shares: mapping a provider's
+// HTTP failure (status, error type/code, retry headers) to a portable protocol.Error
+// (CONTRACT §7), and fixed, content-free messages for transport failures. Adapters add
+// only their provider-specific rules (which error types mean quota, which mean a refusal).
+package providerhttp
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/switchboard-dev/switchboard/runtime/protocol"
+)
+
+// Failure describes one failed provider response, as an adapter parsed it. Only
+// identifiers are kept — never a message, body, URL or credential.
+type Failure struct {
+	// Provider is the provider name, for provider_error.provider.
+	Provider string
+	// Status is the HTTP status, 0 for in-stream errors after a 200.
+	Status int
+	// Type and Code are the provider's own error type and code, if any (kept only
+	// under provider_error as diagnostic evidence).
+	Type string
+	Code string
+	// RequestID is the provider's request id header, if any.
+	RequestID string
+	// Header is the response header, for retry hints; may be nil.
+	Header http.Header
+	// QuotaExhausted marks a 429 that means billing/quota, not a rate limit: the adapter
+	// decides from the provider's documented error type or code.
+	QuotaExhausted bool
+	// ContentFiltered marks a safety refusal.
+	ContentFiltered bool
+	// Overloaded marks a provider-specific overload signal (e.g. Anthropic 529 or an
+	// in-stream overloaded_error), mapped to provider_unavailable.
+	Overloaded bool
+}
+
+// Error maps f to the portable error: 400/413/422 ⇒ invalid_request; 401/403/404 ⇒
+// provider_rejected (an operator problem: credential, permission or model id); 408 ⇒
+// provider_timeout; 429 ⇒ rate_limited, or quota_exhausted when f says so; 5xx and 529
+// ⇒ provider_unavailable. Retry hints (retry-after-ms, retry-after in seconds or as an
+// HTTP date, x-should-retry) are honoured.
+func (f Failure) Error() *protocol.Error {
+	var code protocol.Code
+	switch s := f.Status; {
+	case f.ContentFiltered:
+		code = protocol.CodeContentFiltered
+	case f.QuotaExhausted:
+		code = protocol.CodeQuotaExhausted
+	case f.Overloaded:
+		code = protocol.CodeProviderUnavailable
+	case s == http.StatusBadRequest, s == http.StatusRequestEntityTooLarge, s == http.StatusUnprocessableEntity:
+		code = protocol.CodeInvalidRequest
+	case s == http.StatusUnauthorized, s == http.StatusForbidden, s == http.StatusNotFound:
+		code = protocol.CodeProviderRejected
+	case s == http.StatusRequestTimeout:
+		code = protocol.CodeProviderTimeout
+	case s == http.StatusTooManyRequests:
+		code = protocol.CodeRateLimited
+	case s >= 500:
+		code = protocol.CodeProviderUnavailable
+	case s == 0:
+		code = protocol.CodeProviderUnavailable
+	default:
+		code = protocol.CodeProviderRejected
+	}
+	e := protocol.NewError(code, messages[code])
+	e.ProviderError = &protocol.ProviderError{
+		Provider:   f.Provider,
+		HTTPStatus: f.Status,
+		Type:       identifier(f.Type),
+		Code:       identifier(f.Code),
+		RequestID:  identifier(f.RequestID),
+	}
+	if ms, ok := RetryAfter(f.Header, time.Now()); ok && e.Retryable {
+		e.RetryAfterMs = ms.Milliseconds()
+	}
+	// x-should-retry overrides the status-based verdict in both directions, except for
+	// codes the contract fixes as never retryable.
+	if v := f.Header.Get("x-should-retry"); v != "" && code != protocol.CodeQuotaExhausted &&
+		code != protocol.CodeContentFiltered && code != protocol.CodeInvalidRequest {
+		e.Retryable = v == "true"
+	}
+	return e
+}
+
+// messages are the fixed public messages per code; nothing from the provider is echoed.
+var messages = map[protocol.Code]string{
+	protocol.CodeInvalidRequest:      "the provider rejected the request as invalid",
+	protocol.CodeProviderRejected:    "the provider rejected the deployment's credentials, permissions or model",
+	protocol.CodeProviderTimeout:     "the provider timed out",
+	protocol.CodeRateLimited:         "the provider is rate limiting requests",
+	protocol.CodeQuotaExhausted:      "the provider account's quota is exhausted",
+	protocol.CodeProviderUnavailable: "the provider is unavailable",
+	protocol.CodeContentFiltered:     "the provider refused the content",
+}
+
+// identifier keeps a provider-supplied identifier only if it looks like one (short,
+// no spaces or URL characters), so a provider cannot smuggle free text — or an echoed
+// credential — into provider_error.
+func identifier(s string) string {
+	if len(s) == 0 || len(s) > 128 {
+		return ""
+	}
+	for _, r := range s {
+		ok := r == '_' || r == '-' || r == '.' || r == ':' ||
+			(r >= 'a' && r <= 'z') || (r >= 'A' && r <= 'Z') || (r >= '0' && r <= '9')
+		if !ok {
+			return ""
+		}
+	}
+	return s
+}
+
+// RetryAfter reads the provider's retry hint: retry-after-ms, else retry-after as seconds
+// or an HTTP date (relative to now).
+func RetryAfter(h http.Header, now time.Time) (time.Duration, bool) {
+	if h == nil {
+		return 0, false
+	}
+	if v := strings.TrimSpace(h.Get("retry-after-ms")); v != "" {
+		if ms, err := strconv.ParseFloat(v, 64); err == nil && ms >= 0 && ms < 24*3600*1000 {
+			return time.Duration(ms * float64(time.Millisecond)), true
+		}
+	}
+	v := strings.TrimSpace(h.Get("retry-after"))
+	if v == "" {
+		return 0, false
+	}
+	if s, err := strconv.ParseFloat(v, 64); err == nil && s >= 0 && s < 24*3600 {
+		return time.Duration(s * float64(time.Second)), true
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		if d := t.Sub(now); d > 0 {
+			return d, true
+		}
+		return 0, true
+	}
+	return 0, false
+}
+
+// TransportError maps an error from sending the request or reading the response (not an
+// HTTP status) to a portable error, with a fixed message: the Go error text may contain
+// the endpoint URL and is never surfaced. ctx is the attempt's context: when it ended,
+// the engine decides between cancelled, deadline and attempt timeout, so the error here
+// only needs to be retryable.
+func TransportError(ctx context.Context, provider string, err error) *protocol.Error {
+	if ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded) {
+		e := protocol.NewError(protocol.CodeProviderTimeout, "the provider did not answer in time")
+		e.ProviderError = &protocol.ProviderError{Provider: provider}
+		return e
+	}
+	e := protocol.NewError(protocol.CodeProviderUnavailable, "the provider could not be reached")
+	e.ProviderError = &protocol.ProviderError{Provider: provider}
+	return e
+}
+
+// Truncated is the error for a stream that ended without its terminal marker. It is
+// retryable only when no output was emitted (after output the engine does not fall back
+// anyway, but the flag tells callers the truth).
+func Truncated(provider string, emittedOutput bool) *protocol.Error {
+	e := protocol.NewError(protocol.CodeProviderUnavailable, "the provider's stream ended early")
+	e.Retryable = !emittedOutput
+	e.ProviderError = &protocol.ProviderError{Provider: provider}
+	return e
+}
