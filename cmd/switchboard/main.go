@@ -1,4 +1,6 @@
-// Command switchboard runs the Switchboard controller manager and execution runtime.
+// Command switchboard runs the Switchboard controller manager and execution runtime: in a
+// cluster (kubeconfig or service account) or standalone from manifest files
+// (--manifests DIR).
 package main
 
 import (
@@ -7,21 +9,32 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"golang.org/x/sync/errgroup"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/switchboard-dev/switchboard/api/v1alpha1"
 	"github.com/switchboard-dev/switchboard/controllers"
+	"github.com/switchboard-dev/switchboard/runtime/engine"
+	"github.com/switchboard-dev/switchboard/runtime/eventstore"
+	"github.com/switchboard-dev/switchboard/runtime/eventstore/memory"
+	"github.com/switchboard-dev/switchboard/runtime/httpapi"
 	"github.com/switchboard-dev/switchboard/runtime/routing"
 )
 
@@ -34,14 +47,23 @@ func main() {
 	}
 }
 
-// options are the command-line flags (CONTRACT §4).
+// options are the command-line flags (CONTRACT §4, §5, §11).
 type options struct {
-	runtimeAddr string
-	probeAddr   string
-	metricsAddr string
-	leaderElect bool
-	manifests   string
-	zap         zap.Options
+	runtimeAddr     string
+	probeAddr       string
+	metricsAddr     string
+	leaderElect     bool
+	manifests       string
+	maxRequestBytes int64
+	idempotencyTTL  time.Duration
+	sseKeepAlive    time.Duration
+	sseWriteTimeout time.Duration
+	cleanupGrace    time.Duration
+	maxConcurrent   int
+	eventStore      string
+	redisURL        string
+	retention       time.Duration
+	zap             zap.Options
 }
 
 func parseFlags(args []string, stderr io.Writer) (*options, error) {
@@ -52,13 +74,29 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "Address serving /healthz and /readyz.")
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8443", "Address serving Prometheus /metrics; 0 disables it.")
 	fs.BoolVar(&o.leaderElect, "leader-elect", false, "Elect a leader among replicas; only the leader writes status.")
-	fs.StringVar(&o.manifests, "manifests", "", "Standalone mode: read ModelDeployment, CapabilityPolicy and Secret manifests from this folder instead of a cluster.")
+	fs.StringVar(&o.manifests, "manifests", "", "Standalone mode: read ModelDeployment, CapabilityPolicy and Secret manifests from this folder instead of a cluster, and apply changes to it.")
+	fs.Int64Var(&o.maxRequestBytes, "max-request-bytes", httpapi.DefaultMaxRequestBytes, "Largest accepted request body; larger ones get 413.")
+	fs.DurationVar(&o.idempotencyTTL, "idempotency-ttl", httpapi.DefaultIdempotencyTTL, "How long an Idempotency-Key is remembered (at least 24h).")
+	fs.DurationVar(&o.sseKeepAlive, "sse-keepalive", httpapi.DefaultSSEKeepAlive, "Idle time after which an event stream gets a keep-alive comment.")
+	fs.DurationVar(&o.sseWriteTimeout, "sse-write-timeout", httpapi.DefaultSSEWriteTimeout, "Deadline of each event-stream write; a stalled reader is dropped.")
+	fs.DurationVar(&o.cleanupGrace, "cleanup-grace", 10*time.Second, "Longest wait for an adapter's remote cleanup after cancellation or deadline.")
+	fs.IntVar(&o.maxConcurrent, "max-concurrent-executions", 256, "Executions running at once on this replica; more are refused with rate_limited.")
+	fs.StringVar(&o.eventStore, "event-store", "memory", "EventStore implementation: memory.")
+	fs.StringVar(&o.redisURL, "redis-url", "", "Redis URL for --event-store=redis.")
+	fs.DurationVar(&o.retention, "retention", memory.DefaultRetention, "How long terminal executions are kept.")
 	o.zap.BindFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected arguments: %q", fs.Args())
+	}
+	if o.idempotencyTTL < 24*time.Hour {
+		return nil, fmt.Errorf("--idempotency-ttl must be at least 24h (CONTRACT §4.1), got %s", o.idempotencyTTL)
+	}
+	if o.maxRequestBytes <= 0 || o.maxConcurrent <= 0 || o.cleanupGrace <= 0 || o.retention <= 0 ||
+		o.sseKeepAlive <= 0 || o.sseWriteTimeout <= 0 {
+		return nil, errors.New("sizes, counts and durations must be positive")
 	}
 	return o, nil
 }
@@ -69,11 +107,65 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 	o.zap.DestWriter = stderr
-	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&o.zap)))
-	if o.manifests != "" {
-		return errors.New("--manifests: standalone mode is not available in this build yet")
-	}
+	log := zap.New(zap.UseFlagOptions(&o.zap))
+	ctrl.SetLogger(log)
 
+	store, err := openStore(o)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+
+	holder := &routing.Holder{}
+	eng := engine.New(engine.Config{
+		Store:         store,
+		Table:         holder,
+		Adapters:      adapters(),
+		MaxConcurrent: o.maxConcurrent,
+		CleanupGrace:  o.cleanupGrace,
+		Logger:        log.WithName("engine"),
+	})
+	api := &http.Server{
+		Addr: o.runtimeAddr,
+		Handler: httpapi.NewServer(httpapi.Config{
+			Engine:          eng,
+			Store:           store,
+			MaxRequestBytes: o.maxRequestBytes,
+			IdempotencyTTL:  o.idempotencyTTL,
+			SSEKeepAlive:    o.sseKeepAlive,
+			SSEWriteTimeout: o.sseWriteTimeout,
+			Logger:          log.WithName("httpapi"),
+		}),
+		ReadHeaderTimeout: 10 * time.Second,
+	}
+	// Executions end (with a terminal event) before the store closes.
+	defer func() {
+		shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), o.cleanupGrace+5*time.Second)
+		defer cancel()
+		if err := eng.Shutdown(shutdownCtx); err != nil {
+			log.Error(err, "Engine shutdown incomplete")
+		}
+	}()
+
+	if o.manifests != "" {
+		return runStandalone(ctx, o, holder, api, log)
+	}
+	return runInCluster(ctx, o, holder, api)
+}
+
+func openStore(o *options) (eventstore.Store, error) {
+	switch o.eventStore {
+	case "memory":
+		return memory.New(memory.WithRetention(o.retention)), nil
+	case "redis":
+		return nil, errors.New("--event-store=redis is not available in this build yet; use memory")
+	}
+	return nil, fmt.Errorf("--event-store: unknown store %q (want memory)", o.eventStore)
+}
+
+// runInCluster runs the controller manager; the runtime's HTTP server is one of its
+// runnables, on every replica.
+func runInCluster(ctx context.Context, o *options, holder *routing.Holder, api *http.Server) error {
 	scheme := runtime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
 	utilruntime.Must(v1alpha1.AddToScheme(scheme))
@@ -92,8 +184,6 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("create manager: %w", err)
 	}
-
-	holder := &routing.Holder{}
 	if err := controllers.Setup(mgr, routing.NewRegistry(holder)); err != nil {
 		return err
 	}
@@ -103,8 +193,65 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	if err := mgr.AddReadyzCheck("routing-table", tableSynced(holder)); err != nil {
 		return err
 	}
+	if err := mgr.Add(httpRunnable{api}); err != nil {
+		return err
+	}
 	return mgr.Start(ctx)
 }
+
+// runStandalone serves from manifest files: no cluster, the same table builder.
+func runStandalone(ctx context.Context, o *options, holder *routing.Holder, api *http.Server, log logr.Logger) error {
+	registry := routing.NewRegistry(holder)
+	g, ctx := errgroup.WithContext(ctx)
+	g.Go(func() error {
+		return controllers.WatchManifests(ctx, o.manifests, registry, 0, log.WithName("manifests"))
+	})
+
+	probes := http.NewServeMux()
+	probes.Handle("/healthz", http.StripPrefix("/healthz", &healthz.Handler{Checks: map[string]healthz.Checker{"ping": healthz.Ping}}))
+	probes.Handle("/readyz", http.StripPrefix("/readyz", &healthz.Handler{Checks: map[string]healthz.Checker{"routing-table": tableSynced(holder)}}))
+	servers := []*http.Server{api, {Addr: o.probeAddr, Handler: probes, ReadHeaderTimeout: 10 * time.Second}}
+	if o.metricsAddr != "0" {
+		metrics := http.NewServeMux()
+		metrics.Handle("/metrics", promhttp.HandlerFor(ctrlmetrics.Registry, promhttp.HandlerOpts{}))
+		servers = append(servers, &http.Server{Addr: o.metricsAddr, Handler: metrics, ReadHeaderTimeout: 10 * time.Second})
+	}
+	for _, srv := range servers {
+		g.Go(func() error { return serve(ctx, srv) })
+	}
+	log.Info("Switchboard started in standalone mode", "manifests", o.manifests, "runtime", o.runtimeAddr)
+	return g.Wait()
+}
+
+// serve runs srv until ctx ends, then shuts it down gracefully. Open event streams end
+// when the engine and store shut down after it.
+func serve(ctx context.Context, srv *http.Server) error {
+	ln, err := net.Listen("tcp", srv.Addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", srv.Addr, err)
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serve %s: %w", srv.Addr, err)
+	case <-ctx.Done():
+	}
+	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(shutdownCtx); err != nil {
+		srv.Close()
+	}
+	return nil
+}
+
+// httpRunnable runs the runtime's HTTP server inside the manager, on every replica.
+type httpRunnable struct{ srv *http.Server }
+
+func (h httpRunnable) Start(ctx context.Context) error { return serve(ctx, h.srv) }
+func (httpRunnable) NeedLeaderElection() bool          { return false }
+
+var _ manager.LeaderElectionRunnable = httpRunnable{}
 
 // tableSynced is ready only once the first complete routing table is published.
 func tableSynced(h *routing.Holder) healthz.Checker {
