@@ -22,7 +22,7 @@ help: ## Show this help.
 .PHONY: generate
 generate: ## Generate deepcopy code and the execution-request JSON Schema.
 	$(CONTROLLER_GEN) object paths="./api/..."
-	@if [ -d hack/genschema ]; then go run ./hack/genschema; fi
+	go run ./hack/genschema
 
 .PHONY: manifests
 manifests: ## Generate CRDs and RBAC into config/.
@@ -41,6 +41,10 @@ verify: generate manifests ## Regenerate everything and fail if the tree changed
 .PHONY: build
 build: ## Build the switchboard binary into bin/.
 	go build -o bin/switchboard ./cmd/switchboard
+
+.PHONY: demo
+demo: ## First run: standalone switchboard + demo provider, three executions with curl.
+	hack/demo.sh
 
 .PHONY: run
 run: ## Run switchboard against the current kubeconfig.

@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# First run: build and start the demo provider and switchboard in standalone mode
+# (config/samples/standalone, memory EventStore), submit a streamed text execution with
+# fallback, a tool-call execution and an asynchronous image job with curl, print their
+# events and results, then stop everything this script started.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+API=${DEMO_API:-127.0.0.1:8080}
+PROBE=${DEMO_PROBE:-127.0.0.1:8081}
+PROVIDER=127.0.0.1:9090
+
+mkdir -p bin
+echo "==> building switchboard and the demo provider"
+go build -o bin/switchboard ./cmd/switchboard
+go build -o bin/demoprovider ./hack/demoprovider
+
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; }
+trap cleanup EXIT INT TERM
+
+bin/demoprovider --addr "$PROVIDER" --api-key demo-key > bin/demoprovider.log 2>&1 &
+pids+=($!)
+bin/switchboard --manifests config/samples/standalone --runtime-bind-address "$API" \
+  --health-probe-bind-address "$PROBE" --metrics-bind-address 0 > bin/switchboard.log 2>&1 &
+pids+=($!)
+
+for _ in $(seq 100); do
+  curl -fs "http://$PROBE/readyz" >/dev/null 2>&1 && break
+  sleep 0.1
+done
+curl -fs "http://$PROBE/readyz" >/dev/null || { echo "switchboard did not become ready; see bin/switchboard.log"; exit 1; }
+echo "==> switchboard ready on http://$API (logs: bin/switchboard.log)"
+
+# submit BODY: prints the execution id.
+submit() {
+  curl -fsS -X POST "http://$API/v1/executions" -H 'Content-Type: application/json' -d "$1" |
+    sed -n 's/.*"id":"\(exe_[a-z0-9]*\)".*/\1/p'
+}
+
+show() {
+  local title=$1 id=$2
+  echo
+  echo "==> $title: $id"
+  echo "--- SSE events (curl -N http://$API/v1/executions/$id/events)"
+  curl -fsSN "http://$API/v1/executions/$id/events"
+  echo "--- result"
+  curl -fsS "http://$API/v1/executions/$id/result"
+  echo
+}
+
+id=$(submit '{"ability":"chat","input":[{"type":"text","role":"system","text":"Answer briefly."},{"type":"text","text":"Hello from the Switchboard demo"}],"requirements":["streaming"],"deadline_ms":30000}')
+show "streamed text (the first model answers 503, the runtime falls back)" "$id"
+
+id=$(submit '{"ability":"chat","input":[{"type":"text","text":"Weather in Paris?"},{"type":"tool","name":"get_weather","description":"Current weather","parameters":{"type":"object","properties":{"city":{"type":"string"}}}}]}')
+show "tool call" "$id"
+
+id=$(submit '{"ability":"text-to-image","input":[{"type":"text","text":"a lighthouse at dawn"}]}')
+show "asynchronous image job" "$id"
+
+echo
+echo "==> an image part with no vision model is refused before anything runs:"
+curl -sS -X POST "http://$API/v1/executions" -d '{"ability":"chat","input":[{"type":"image","media_type":"image/png","data":"aGk="}]}'
+echo
+echo "==> done; stopping"
