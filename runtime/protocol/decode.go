@@ -110,9 +110,28 @@ var (
 	fileNameRE      = regexp.MustCompile(fileNamePattern)
 )
 
+// Request and routing fields, by bit in the decoder's "seen" sets.
+const (
+	reqAbility = iota
+	reqInput
+	reqRequirements
+	reqRouting
+	reqDeadline
+	reqMetadata
+	reqExtensions
+)
+
+const (
+	routingPrefer = iota
+	routingMaxAttempts
+)
+
 var (
-	requestFieldNames = []string{"ability", "input", "requirements", "routing", "deadline_ms", "metadata", "extensions"}
-	routingFieldNames = []string{"prefer", "max_attempts"}
+	requestFieldNames = []string{
+		reqAbility: "ability", reqInput: "input", reqRequirements: "requirements", reqRouting: "routing",
+		reqDeadline: "deadline_ms", reqMetadata: "metadata", reqExtensions: "extensions",
+	}
+	routingFieldNames = []string{routingPrefer: "prefer", routingMaxAttempts: "max_attempts"}
 	partTypeNames     = enumNames(PartTypes)
 	contentTypeNames  = enumNames(ContentPartTypes)
 	roleNames         = enumNames(Roles)
@@ -167,10 +186,10 @@ func (d *requestDecoder) request(r *Request) error {
 			return violation(pBody, rDuplicateKey)
 		}
 		seen |= 1 << i
-		switch requestFieldNames[i] {
-		case "ability":
+		switch i {
+		case reqAbility:
 			return d.ability(r)
-		case "input":
+		case reqInput:
 			if d.peek() != '[' {
 				return violation(pInput, rArray)
 			}
@@ -183,30 +202,30 @@ func (d *requestDecoder) request(r *Request) error {
 			}
 			r.Input = parts
 			return nil
-		case "requirements":
+		case reqRequirements:
 			return d.requirements(r)
-		case "routing":
+		case reqRouting:
 			return d.routing(r)
-		case "deadline_ms":
+		case reqDeadline:
 			n, ok := d.integer(1, MaxDeadlineMs)
 			if !ok {
 				return violation(pDeadline, rDeadline)
 			}
 			r.DeadlineMs = &n
 			return nil
-		case "metadata":
+		case reqMetadata:
 			return d.metadata(r)
-		default: // extensions
+		default: // reqExtensions
 			return d.extensions(r)
 		}
 	})
 	if err != nil {
 		return err
 	}
-	if seen&1 == 0 {
+	if seen&(1<<reqAbility) == 0 {
 		return violation(pAbility, rRequired)
 	}
-	if seen&2 == 0 {
+	if seen&(1<<reqInput) == 0 {
 		return violation(pInput, rRequired)
 	}
 	return nil
@@ -283,7 +302,7 @@ func (d *requestDecoder) routing(r *Request) error {
 			return violation(pRouting, rDuplicateKey)
 		}
 		seen |= 1 << i
-		if i == 1 { // max_attempts
+		if i == routingMaxAttempts {
 			n, ok := d.integer(1, MaxAttemptsLimit)
 			if !ok {
 				return violation(pMaxAttempts, rMaxAttempts)
@@ -325,9 +344,8 @@ func (d *requestDecoder) metadata(r *Request) error {
 		return violation(pMetadata, rObject)
 	}
 	md := map[string]string{}
-	var keys keySet
 	err := d.members(func(key []byte) error {
-		if !keys.add(key) {
+		if _, dup := md[string(key)]; dup {
 			return violation(pMetadata, rDuplicateKey)
 		}
 		if len(md) == MaxMetadataEntries {
@@ -359,9 +377,8 @@ func (d *requestDecoder) extensions(r *Request) error {
 	}
 	start := d.pos
 	ext := map[string]json.RawMessage{}
-	var keys keySet
 	err := d.members(func(key []byte) error {
-		if !keys.add(key) {
+		if _, dup := ext[string(key)]; dup {
 			return violation(pExtensions, rDuplicateKey)
 		}
 		if len(ext) == MaxExtensions {

@@ -36,8 +36,6 @@ type ExtensionSpec struct {
 	re *regexp.Regexp
 }
 
-const maxInt32 = math.MaxInt32
-
 // documentedExtensions is the registry. Values are options only: nothing here can add a
 // tool, change a core field or carry a credential, and nothing takes a URL (which is why,
 // for instance, replicate's webhook settings are absent).
@@ -49,15 +47,15 @@ var documentedExtensions = []ExtensionSpec{
 	// Nucleus sampling probability mass, 0 to 1.
 	{Key: "openai.top_p", Source: "top_p", Type: ExtensionNumber, Minimum: 0, Maximum: 1},
 	// Output token cap, reasoning tokens included.
-	{Key: "openai.max_completion_tokens", Source: "max_completion_tokens", Type: ExtensionInteger, Minimum: 1, Maximum: maxInt32},
+	{Key: "openai.max_completion_tokens", Source: "max_completion_tokens", Type: ExtensionInteger, Minimum: 1, Maximum: math.MaxInt32},
 	// Best-effort deterministic sampling.
 	{Key: "openai.seed", Source: "seed", Type: ExtensionInteger, Minimum: math.MinInt64, Maximum: math.MaxInt64},
 	// Output token cap; the adapter applies its own default otherwise.
-	{Key: "anthropic.max_tokens", Source: "max_tokens", Type: ExtensionInteger, Minimum: 1, Maximum: maxInt32},
+	{Key: "anthropic.max_tokens", Source: "max_tokens", Type: ExtensionInteger, Minimum: 1, Maximum: math.MaxInt32},
 	// Sampling temperature, 0 to 1.
 	{Key: "anthropic.temperature", Source: "temperature", Type: ExtensionNumber, Minimum: 0, Maximum: 1},
 	// Sample only from the k most likely tokens.
-	{Key: "anthropic.top_k", Source: "top_k", Type: ExtensionInteger, Minimum: 0, Maximum: maxInt32},
+	{Key: "anthropic.top_k", Source: "top_k", Type: ExtensionInteger, Minimum: 0, Maximum: math.MaxInt32},
 	// Model version to run, when the deployment's model does not pin one.
 	{Key: "replicate.version", Source: "version", Type: ExtensionString, MaxLength: 256, Pattern: `^[A-Za-z0-9][A-Za-z0-9._/:-]*$`},
 }

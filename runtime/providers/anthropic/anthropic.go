@@ -1,0 +1,214 @@
+package anthropic
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/go-logr/logr"
+
+	"github.com/switchboard-dev/switchboard/runtime/engine"
+	"github.com/switchboard-dev/switchboard/runtime/protocol"
+	"github.com/switchboard-dev/switchboard/runtime/providers/providerhttp"
+	"github.com/switchboard-dev/switchboard/runtime/routing"
+)
+
+const (
+	// Provider is the provider name this adapter serves (ModelDeployment spec.provider).
+	Provider = "anthropic"
+	// DefaultEndpoint is the base URL used when the deployment sets none.
+	DefaultEndpoint = "https://api.anthropic.com"
+	// APIVersion is the anthropic-version header value the wire mapping is written for.
+	APIVersion = "2023-06-01"
+	// DefaultMaxTokens is sent as max_tokens, which the API requires, unless the request's
+	// anthropic.max_tokens extension says otherwise.
+	DefaultMaxTokens = 4096
+)
+
+// messagesPath is appended to the endpoint.
+const messagesPath = "v1/messages"
+
+// Option configures an adapter built by New.
+type Option func(*options)
+
+type options struct {
+	client *http.Client
+	log    *logr.Logger
+}
+
+// WithHTTPClient makes the adapter send its requests with c (tests use it to reach an
+// httptest server). The adapter never follows redirects, whatever c's CheckRedirect says:
+// a redirect would carry the x-api-key header to another location.
+func WithHTTPClient(c *http.Client) Option {
+	return func(o *options) { o.client = c }
+}
+
+// WithLogger makes the adapter log to l. Without it the adapter logs to the logger in the
+// attempt's context (logr.FromContext), if any.
+func WithLogger(l logr.Logger) Option {
+	return func(o *options) { o.log = &l }
+}
+
+// defaultClient is shared by every adapter: the engine builds an adapter per attempt, and
+// a shared transport keeps connections pooled across attempts. It bounds connection set-up
+// but has no overall timeout, because a streamed answer may legitimately last minutes: the
+// attempt's context (deadline, attempt timeout, cancellation) governs how long a call runs.
+// ResponseHeaderTimeout is unset for the same reason: a non-streaming call answers only
+// when the whole message is generated.
+var defaultClient = &http.Client{
+	CheckRedirect: noRedirect,
+	Transport: &http.Transport{
+		Proxy:                 http.ProxyFromEnvironment,
+		DialContext:           (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		ForceAttemptHTTP2:     true,
+		TLSHandshakeTimeout:   10 * time.Second,
+		IdleConnTimeout:       90 * time.Second,
+		MaxIdleConns:          100,
+		MaxIdleConnsPerHost:   32,
+		ExpectContinueTimeout: time.Second,
+	},
+}
+
+// noRedirect keeps a 3xx as the response: following it would resend the credential.
+func noRedirect(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+
+// adapter runs attempts against one deployment. It holds only constructor inputs and is
+// safe for concurrent use.
+type adapter struct {
+	url    string
+	model  string
+	cred   routing.Credential
+	caps   routing.CapSet
+	client *http.Client
+	log    *logr.Logger
+}
+
+var _ engine.Adapter = (*adapter)(nil)
+
+// Factory builds the adapter for a deployment with the default HTTP client; register it
+// for Provider in engine.Config.Adapters.
+func Factory(d *routing.Deployment) (engine.Adapter, error) { return New(d) }
+
+var _ engine.Factory = Factory
+
+// New returns the adapter for d. It fails with provider_rejected when d cannot be served:
+// another provider, no model, no credential, or an endpoint that is not an absolute
+// http(s) URL.
+func New(d *routing.Deployment, opts ...Option) (engine.Adapter, error) {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if d == nil || d.Provider != Provider {
+		return nil, rejected("the deployment is not an anthropic deployment")
+	}
+	if d.Model == "" {
+		return nil, rejected("the deployment has no model")
+	}
+	if !d.Credential.IsSet() {
+		return nil, rejected("the deployment has no credential")
+	}
+	endpoint := d.Endpoint
+	if endpoint == "" {
+		endpoint = DefaultEndpoint
+	}
+	u, err := url.Parse(endpoint)
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+		return nil, rejected("the deployment's endpoint is not an absolute http(s) URL")
+	}
+	target := u.JoinPath(messagesPath).String()
+
+	client := defaultClient
+	if o.client != nil {
+		c := *o.client // a shallow copy shares the caller's transport; only the redirect policy changes
+		c.CheckRedirect = noRedirect
+		client = &c
+	}
+	return &adapter{url: target, model: d.Model, cred: d.Credential, caps: d.Capabilities, client: client, log: o.log}, nil
+}
+
+// rejected is a configuration error: the engine records it as provider_rejected.
+func rejected(msg string) *protocol.Error {
+	e := protocol.NewError(protocol.CodeProviderRejected, msg)
+	e.ProviderError = &protocol.ProviderError{Provider: Provider}
+	return e
+}
+
+// Execute implements engine.Adapter: one Messages API call, streamed when the deployment
+// declares streaming.
+func (a *adapter) Execute(ctx context.Context, at engine.Attempt, emit engine.Emitter) (engine.Outcome, error) {
+	log := a.logger(ctx)
+	if at.Request == nil {
+		return engine.Outcome{}, protocol.NewError(protocol.CodeInvalidRequest, "request is missing")
+	}
+	stream := a.caps.Has(routing.CapsOf(protocol.CapStreaming))
+	body, perr := buildRequest(at.Request, a.model, a.caps, stream)
+	if perr != nil {
+		return engine.Outcome{}, perr
+	}
+	payload, err := json.Marshal(body)
+	if err != nil {
+		// Every field is a string, number or already-valid JSON; this is a bug.
+		return engine.Outcome{}, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, a.url, bytes.NewReader(payload))
+	if err != nil {
+		// New checked the URL, so this is a bug; the cause is kept without the URL.
+		return engine.Outcome{}, fmt.Errorf("build provider request: %w", transportCause(err))
+	}
+	req.Header.Set("x-api-key", a.cred.Reveal())
+	req.Header.Set("anthropic-version", APIVersion)
+	req.Header.Set("content-type", "application/json")
+	if stream {
+		req.Header.Set("accept", "text/event-stream")
+	} else {
+		req.Header.Set("accept", "application/json")
+	}
+
+	resp, err := a.client.Do(req)
+	if err != nil {
+		log.Info("Provider request failed", "error", transportCause(err))
+		return engine.Outcome{}, providerhttp.TransportError(ctx, Provider, err)
+	}
+	defer resp.Body.Close()
+
+	r := &reader{emit: emit, log: log, secret: a.cred.Reveal()}
+	r.requestID = r.clean(resp.Header.Get("request-id"))
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return engine.Outcome{}, r.httpFailure(resp)
+	}
+	if stream {
+		return r.readStream(ctx, resp.Body)
+	}
+	return r.readMessage(ctx, resp.Body)
+}
+
+func (a *adapter) logger(ctx context.Context) logr.Logger {
+	if a.log != nil {
+		return *a.log
+	}
+	return logr.FromContextOrDiscard(ctx)
+}
+
+// transportCause strips the *url.Error wrapper, whose text names the request URL (which
+// may carry a query string), leaving the network cause for the log.
+func transportCause(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return ue.Err
+	}
+	return err
+}
+
+// containsSecret reports whether s holds the credential; used to drop provider-supplied
+// identifiers that echo it.
+func containsSecret(s, secret string) bool {
+	return secret != "" && strings.Contains(s, secret)
+}

@@ -1,0 +1,88 @@
+package anthropic
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"strings"
+
+	"github.com/switchboard-dev/switchboard/runtime/engine"
+	"github.com/switchboard-dev/switchboard/runtime/protocol"
+	"github.com/switchboard-dev/switchboard/runtime/providers/providerhttp"
+)
+
+// maxMessageBody bounds a non-streaming answer, so a misbehaving endpoint cannot make the
+// adapter buffer without limit; a real answer is at most a few hundred KiB.
+const maxMessageBody = 16 << 20
+
+// messageResponse is a non-streaming answer.
+type messageResponse struct {
+	Type       string          `json:"type"`
+	Content    []responseBlock `json:"content"`
+	StopReason string          `json:"stop_reason"`
+	Usage      *usage          `json:"usage"`
+}
+
+// readMessage handles a non-streaming answer: the whole text becomes one output.delta,
+// each tool_use block a tool.call.started and one arguments delta, then one
+// usage.reported.
+func (r *reader) readMessage(ctx context.Context, body io.Reader) (engine.Outcome, error) {
+	raw, err := io.ReadAll(io.LimitReader(body, maxMessageBody+1))
+	if err != nil {
+		if ctx.Err() != nil {
+			return engine.Outcome{}, providerhttp.TransportError(ctx, Provider, err)
+		}
+		r.log.Info("Provider response broke off", "error", err, "requestID", r.requestID)
+		return engine.Outcome{}, providerhttp.Truncated(Provider, false)
+	}
+	if len(raw) > maxMessageBody {
+		return engine.Outcome{}, r.malformed("message too large")
+	}
+	var m messageResponse
+	if err := json.Unmarshal(raw, &m); err != nil || m.Type != "message" {
+		return engine.Outcome{}, r.malformed("message")
+	}
+
+	var text strings.Builder
+	for _, b := range m.Content {
+		if b.Type == "text" {
+			text.WriteString(b.Text)
+		}
+	}
+	if err := r.text(text.String()); err != nil {
+		return engine.Outcome{}, err
+	}
+	calls := 0
+	for _, b := range m.Content {
+		if b.Type != "tool_use" {
+			continue // thinking and server-tool blocks are not output of this protocol
+		}
+		if b.ID == "" || b.Name == "" {
+			return engine.Outcome{}, r.malformed("tool_use block")
+		}
+		if err := r.send(protocol.EventToolCallStarted, protocol.ToolCallStartedData{Index: calls, CallID: b.ID, Name: b.Name}); err != nil {
+			return engine.Outcome{}, err
+		}
+		calls++
+		if err := r.send(protocol.EventToolCallArgsDelta, protocol.ToolCallArgsDeltaData{CallID: b.ID, Delta: compactObject(b.Input)}); err != nil {
+			return engine.Outcome{}, err
+		}
+	}
+	var u usage
+	u.merge(m.Usage)
+	if err := r.reportUsage(&u); err != nil {
+		return engine.Outcome{}, err
+	}
+	return r.finish(m.StopReason)
+}
+
+// compactObject is a tool_use input as compact JSON text; an absent input is "{}", what
+// a stream that sent no fragments amounts to.
+func compactObject(raw json.RawMessage) string {
+	var buf bytes.Buffer
+	if len(bytes.TrimSpace(raw)) == 0 || json.Compact(&buf, raw) != nil {
+		return "{}"
+	}
+	return buf.String()
+}

@@ -1,0 +1,137 @@
+package anthropic
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+
+	"github.com/go-logr/logr"
+
+	"github.com/switchboard-dev/switchboard/runtime/engine"
+	"github.com/switchboard-dev/switchboard/runtime/protocol"
+	"github.com/switchboard-dev/switchboard/runtime/providers/providerhttp"
+)
+
+// stopRefusal is the stop reason of a safety refusal; it ends the attempt as
+// content_filtered instead of becoming a finish reason.
+const stopRefusal = "refusal"
+
+// textIndex is the output part of all text: every text block of an answer folds into
+// output part 0, so a streamed and a non-streamed answer materialize to the same snapshot.
+const textIndex = 0
+
+// reader turns one provider response into event data and the attempt's result. It holds
+// the state both the streaming and the non-streaming paths share.
+type reader struct {
+	emit      engine.Emitter
+	log       logr.Logger
+	secret    string // the credential, only to drop provider identifiers that echo it
+	requestID string // the request-id response header
+	emitted   bool   // an output or tool event was recorded
+}
+
+// clean drops a provider-supplied identifier that contains the credential.
+func (r *reader) clean(s string) string {
+	if containsSecret(s, r.secret) {
+		return ""
+	}
+	return s
+}
+
+// send records one event. Its error (attempt over, store failure) ends the attempt: the
+// engine decides the outcome from its own state, and the text names only the event type.
+func (r *reader) send(typ protocol.EventType, data any) error {
+	if err := r.emit.Emit(typ, data); err != nil {
+		return fmt.Errorf("record %s: %w", typ, err)
+	}
+	if typ.IsOutput() {
+		r.emitted = true
+	}
+	return nil
+}
+
+// text records a text fragment; empty fragments carry nothing and are skipped.
+func (r *reader) text(s string) error {
+	if s == "" {
+		return nil
+	}
+	return r.send(protocol.EventOutputDelta, protocol.OutputDeltaData{Index: textIndex, Type: "text", Text: s})
+}
+
+// reportUsage records the attempt's single usage.reported, if the provider reported any.
+func (r *reader) reportUsage(u *usage) error {
+	entries := u.entries()
+	if len(entries) == 0 {
+		return nil
+	}
+	return r.send(protocol.EventUsageReported, protocol.UsageReportedData{Usage: entries})
+}
+
+// finish turns the stop reason into the attempt's result: a refusal is content_filtered
+// (the output before it, if any, stays recorded), any other reason is the finish reason
+// as the provider named it (end_turn, max_tokens, stop_sequence, tool_use, pause_turn, …).
+func (r *reader) finish(stopReason string) (engine.Outcome, error) {
+	if stopReason == stopRefusal {
+		r.log.Info("Provider refused the request", "requestID", r.requestID)
+		f := providerhttp.Failure{Provider: Provider, Code: stopRefusal, RequestID: r.requestID, ContentFiltered: true}
+		return engine.Outcome{}, f.Error()
+	}
+	return engine.Outcome{FinishReason: stopReason}, nil
+}
+
+// responseBlock is a content block of the provider's answer (in a message, or in a
+// stream's content_block_start).
+type responseBlock struct {
+	Type  string          `json:"type"`
+	Text  string          `json:"text"`
+	ID    string          `json:"id"`
+	Name  string          `json:"name"`
+	Input json.RawMessage `json:"input"`
+}
+
+// usage is the provider's token usage. Fields are pointers so that a stream's later,
+// cumulative report overrides exactly the fields it carries.
+type usage struct {
+	InputTokens              *float64 `json:"input_tokens"`
+	OutputTokens             *float64 `json:"output_tokens"`
+	CacheCreationInputTokens *float64 `json:"cache_creation_input_tokens"`
+	CacheReadInputTokens     *float64 `json:"cache_read_input_tokens"`
+}
+
+// merge takes every field o reports.
+func (u *usage) merge(o *usage) {
+	if o == nil {
+		return
+	}
+	for _, f := range []struct{ dst, src **float64 }{
+		{&u.InputTokens, &o.InputTokens},
+		{&u.OutputTokens, &o.OutputTokens},
+		{&u.CacheCreationInputTokens, &o.CacheCreationInputTokens},
+		{&u.CacheReadInputTokens, &o.CacheReadInputTokens},
+	} {
+		if *f.src != nil {
+			*f.dst = *f.src
+		}
+	}
+}
+
+// entries lists the reported fields as usage entries, in a fixed order. Fields the
+// provider did not report are left out rather than reported as zero, and values that are
+// not finite counts are dropped (the engine would drop them too).
+func (u *usage) entries() []protocol.Usage {
+	var out []protocol.Usage
+	for _, f := range []struct {
+		unit string
+		v    *float64
+	}{
+		{protocol.UnitInputTokens, u.InputTokens},
+		{protocol.UnitOutputTokens, u.OutputTokens},
+		{protocol.UnitCacheReadTokens, u.CacheReadInputTokens},
+		{protocol.UnitCacheWriteTokens, u.CacheCreationInputTokens},
+	} {
+		if f.v != nil && !math.IsNaN(*f.v) && !math.IsInf(*f.v, 0) && *f.v >= 0 {
+			out = append(out, protocol.Usage{Unit: f.unit, Quantity: *f.v, Source: protocol.SourceProvider})
+		}
+	}
+	return out
+}
