@@ -1,0 +1,420 @@
+package replicate
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/switchboard-dev/switchboard/runtime/engine"
+	"github.com/switchboard-dev/switchboard/runtime/protocol"
+	"github.com/switchboard-dev/switchboard/runtime/routing"
+)
+
+// canary is the deployment credential in every test. It must appear in the Authorization
+// header and nowhere else: not in events, errors, logs, URLs or request bodies.
+const canary = "r8_CANARY_4f1d0c9be2a87d35"
+
+// waitTimeout bounds every wait; only a broken adapter reaches it.
+const waitTimeout = 10 * time.Second
+
+// reply is one scripted response of the fake Replicate API.
+type reply struct {
+	status int
+	file   string // a testdata file, with {{server}} and {{token}} filled in; "" for no body
+	header map[string]string
+}
+
+func okJSON(file string) reply      { return reply{status: http.StatusOK, file: file} }
+func createdJSON(file string) reply { return reply{status: http.StatusCreated, file: file} }
+
+// seen is a request the fake API received.
+type seen struct {
+	Method string
+	Path   string // with the raw query, if any
+	Header http.Header
+	Body   string
+	At     time.Time
+}
+
+// fakeReplicate is an httptest server speaking Replicate's documented predictions API
+// with scripted responses: create, then polls in order (the last one repeats), cancel.
+type fakeReplicate struct {
+	t   *testing.T
+	srv *httptest.Server
+
+	create reply
+	polls  []reply
+	cancel reply
+	// holdCreate and holdCancel keep those requests open until the client goes away.
+	holdCreate bool
+	holdCancel bool
+	// foreign fills {{foreign}} in testdata: another origin's base URL.
+	foreign string
+
+	mu        sync.Mutex
+	requests  []seen
+	pollCount int
+	polled    chan struct{} // receives (without blocking) after every poll answered
+	cancelled chan struct{} // closed when the first cancel arrives
+	once      sync.Once
+}
+
+func newFake(t *testing.T, create reply, polls ...reply) *fakeReplicate {
+	t.Helper()
+	f := &fakeReplicate{
+		t:         t,
+		create:    create,
+		polls:     polls,
+		cancel:    okJSON("flux_canceled.json"),
+		polled:    make(chan struct{}, 64),
+		cancelled: make(chan struct{}),
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/models/{owner}/{name}/predictions", f.handleCreate)
+	mux.HandleFunc("POST /v1/predictions", f.handleCreate)
+	mux.HandleFunc("GET /v1/predictions/{id}", f.handlePoll)
+	mux.HandleFunc("POST /v1/predictions/{id}/cancel", f.handleCancel)
+	f.srv = httptest.NewServer(f.record(mux))
+	t.Cleanup(f.srv.Close)
+	return f
+}
+
+func (f *fakeReplicate) record(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		f.mu.Lock()
+		f.requests = append(f.requests, seen{Method: r.Method, Path: r.URL.RequestURI(), Header: r.Header.Clone(), Body: string(body), At: time.Now()})
+		f.mu.Unlock()
+		next.ServeHTTP(w, r)
+	})
+}
+
+func (f *fakeReplicate) handleCreate(w http.ResponseWriter, r *http.Request) {
+	if f.holdCreate {
+		<-r.Context().Done()
+		return
+	}
+	f.write(w, f.create)
+}
+
+func (f *fakeReplicate) handlePoll(w http.ResponseWriter, r *http.Request) {
+	f.mu.Lock()
+	i := min(f.pollCount, len(f.polls)-1)
+	f.pollCount++
+	f.mu.Unlock()
+	if i < 0 {
+		http.NotFound(w, r)
+		return
+	}
+	f.write(w, f.polls[i])
+	select {
+	case f.polled <- struct{}{}:
+	default:
+	}
+}
+
+func (f *fakeReplicate) handleCancel(w http.ResponseWriter, r *http.Request) {
+	f.once.Do(func() { close(f.cancelled) })
+	if f.holdCancel {
+		<-r.Context().Done()
+		return
+	}
+	f.write(w, f.cancel)
+}
+
+func (f *fakeReplicate) write(w http.ResponseWriter, rep reply) {
+	for k, v := range rep.header {
+		w.Header().Set(k, v)
+	}
+	if rep.file == "" {
+		w.WriteHeader(rep.status)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if rep.status >= 400 {
+		w.Header().Set("Content-Type", "application/problem+json")
+	}
+	w.WriteHeader(rep.status)
+	_, _ = w.Write(render(f.t, rep.file, f.srv.URL, f.foreign))
+}
+
+// seen returns the requests received so far.
+func (f *fakeReplicate) seen() []seen {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]seen(nil), f.requests...)
+}
+
+// calls lists the received requests as "METHOD path".
+func (f *fakeReplicate) calls() []string {
+	var out []string
+	for _, s := range f.seen() {
+		out = append(out, s.Method+" "+s.Path)
+	}
+	return out
+}
+
+// render reads a testdata file and fills in its placeholders: {{server}} (the fake's
+// base URL), {{foreign}} (another origin), {{token}} and {{token_escaped}} (the
+// credential, literally and as JSON \u escapes, for upstreams that echo it).
+func render(t *testing.T, file, server, foreign string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", file))
+	if err != nil {
+		t.Fatalf("read testdata: %v", err)
+	}
+	var esc strings.Builder
+	for _, r := range canary {
+		fmt.Fprintf(&esc, `\u%04x`, r)
+	}
+	s := strings.NewReplacer("{{server}}", server, "{{foreign}}", foreign, "{{token_escaped}}", esc.String(), "{{token}}", canary).Replace(string(b))
+	return []byte(s)
+}
+
+// deployment builds the routing entry for a test, with functional options.
+func deployment(endpoint string, opts ...func(*routing.Deployment)) *routing.Deployment {
+	d := &routing.Deployment{
+		Ref:          routing.Ref{Namespace: "ai", Name: "flux"},
+		Provider:     Provider,
+		Model:        "black-forest-labs/flux-schnell",
+		Endpoint:     endpoint,
+		Credential:   routing.NewCredential(canary),
+		Abilities:    []string{"image"},
+		Capabilities: routing.CapsOf(protocol.CapInputText, protocol.CapInputJSON, protocol.CapOutputImage),
+		Weight:       100,
+	}
+	for _, o := range opts {
+		o(d)
+	}
+	return d
+}
+
+func withModel(m string) func(*routing.Deployment) {
+	return func(d *routing.Deployment) { d.Model = m }
+}
+
+func withCaps(caps ...protocol.Capability) func(*routing.Deployment) {
+	return func(d *routing.Deployment) { d.Capabilities = routing.CapsOf(caps...) }
+}
+
+// request decodes body as a real submission would be.
+func request(t *testing.T, body string) *protocol.Request {
+	t.Helper()
+	req, err := protocol.DecodeRequest([]byte(body))
+	if err != nil {
+		t.Fatalf("DecodeRequest: %v", err)
+	}
+	return req
+}
+
+// fast are the options every test uses: the fake server's client and short polls.
+func fast(f *fakeReplicate) []Option {
+	return []Option{WithHTTPClient(f.srv.Client()), WithPollBackoff(5*time.Millisecond, 20*time.Millisecond)}
+}
+
+// emitted is one event an adapter emitted.
+type emitted struct {
+	Type protocol.EventType `json:"type"`
+	Data json.RawMessage    `json:"data"`
+}
+
+// recorder is an engine.Emitter that records what is emitted, refusing what the engine
+// would refuse: lifecycle types, data not of the type's shape (decoded strictly), and
+// any emit once the attempt's context has ended.
+type recorder struct {
+	ctx    context.Context
+	mu     sync.Mutex
+	events []emitted
+}
+
+func (r *recorder) Emit(typ protocol.EventType, data any) error {
+	if r.ctx.Err() != nil {
+		return engine.ErrAttemptOver
+	}
+	b, err := json.Marshal(data)
+	if err != nil {
+		return engine.ErrInvalidEvent
+	}
+	var target any
+	switch typ {
+	case protocol.EventProgress:
+		target = &protocol.ProgressData{}
+	case protocol.EventOutputResult:
+		target = &protocol.OutputResultData{}
+	case protocol.EventUsageReported:
+		target = &protocol.UsageReportedData{}
+	default:
+		return fmt.Errorf("unexpected event type %s: %w", typ, engine.ErrInvalidEvent)
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(target); err != nil {
+		return fmt.Errorf("%s data: %v: %w", typ, err, engine.ErrInvalidEvent)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.events = append(r.events, emitted{Type: typ, Data: b})
+	return nil
+}
+
+func (r *recorder) recorded() []emitted {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]emitted{}, r.events...)
+}
+
+// logBuffer collects every log line, at every verbosity.
+type logBuffer struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (l *logBuffer) logger() logr.Logger {
+	return funcr.New(func(prefix, args string) {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		l.lines = append(l.lines, prefix+" "+args)
+	}, funcr.Options{Verbosity: 10})
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Join(l.lines, "\n")
+}
+
+// outcome is what one Execute call produced.
+type outcome struct {
+	out    engine.Outcome
+	err    error
+	events []emitted
+	logs   string
+}
+
+// attempt executes req on d with ctx (which carries the log sink) and the given grace.
+func attempt(ctx context.Context, t *testing.T, d *routing.Deployment, req *protocol.Request, grace time.Duration, opts ...Option) outcome {
+	t.Helper()
+	ad, err := New(d, opts...)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	logs := &logBuffer{}
+	ctx = logr.NewContext(ctx, logs.logger())
+	rec := &recorder{ctx: ctx}
+	at := engine.Attempt{ExecutionID: "exe_test", Number: 1, Request: req, Deployment: d, CleanupGrace: grace}
+	out, err := ad.Execute(ctx, at, rec)
+	return outcome{out: out, err: err, events: rec.recorded(), logs: logs.String()}
+}
+
+// envelopes wraps the recorded emits as the engine would: accepted and route.selected
+// first, the terminal event from Execute's result last.
+func envelopes(d *routing.Deployment, o outcome) []protocol.Event {
+	ts := time.Date(2026, 12, 2, 13, 0, 0, 0, time.UTC)
+	var evs []protocol.Event
+	add := func(typ protocol.EventType, data any) {
+		b, err := json.Marshal(data)
+		if err != nil {
+			panic(err)
+		}
+		evs = append(evs, protocol.Event{ExecutionID: "exe_test", Sequence: uint64(len(evs) + 1), Timestamp: ts, Type: typ, Data: b})
+	}
+	add(protocol.EventAccepted, protocol.AcceptedData{Ability: "image", DeadlineAt: ts.Add(5 * time.Minute)})
+	add(protocol.EventRouteSelected, protocol.RouteSelectedData{Attempt: 1, Deployment: d.Ref.String(), Provider: d.Provider, Model: d.Model})
+	for _, e := range o.events {
+		add(e.Type, e.Data)
+	}
+	if o.err == nil {
+		add(protocol.EventCompleted, protocol.CompletedData{FinishReason: o.out.FinishReason})
+	} else {
+		add(protocol.EventFailed, protocol.FailedData{Error: protocol.AsError(o.err)})
+	}
+	return evs
+}
+
+// assertJSON compares got (marshalled) with the JSON text want, ignoring formatting.
+func assertJSON(t *testing.T, what string, got any, want string) {
+	t.Helper()
+	b, err := json.Marshal(got)
+	if err != nil {
+		t.Fatalf("%s: marshal: %v", what, err)
+	}
+	var g, w any
+	if err := json.Unmarshal(b, &g); err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	if err := json.Unmarshal([]byte(want), &w); err != nil {
+		t.Fatalf("%s: bad expectation: %v", what, err)
+	}
+	if diff := cmp.Diff(w, g); diff != "" {
+		t.Errorf("%s mismatch (-want +got):\n%s", what, diff)
+	}
+}
+
+// assertError checks that err is a *protocol.Error with exactly the JSON want.
+func assertError(t *testing.T, err error, want string) {
+	t.Helper()
+	var pe *protocol.Error
+	if !errors.As(err, &pe) {
+		t.Fatalf("error = %v (%T), want a *protocol.Error", err, err)
+	}
+	assertJSON(t, "error", pe, want)
+}
+
+// assertAuth checks that every request carried exactly the bearer credential, and that
+// the credential appears nowhere else in any request.
+func assertAuth(t *testing.T, reqs []seen) {
+	t.Helper()
+	for _, r := range reqs {
+		if got := r.Header.Get("Authorization"); got != "Bearer "+canary {
+			t.Errorf("%s %s: Authorization = %q, want the bearer credential", r.Method, r.Path, got)
+		}
+		if strings.Contains(r.Path, canary) || strings.Contains(r.Body, canary) {
+			t.Errorf("%s %s: credential outside the Authorization header", r.Method, r.Path)
+		}
+		for k, vs := range r.Header {
+			if k == "Authorization" {
+				continue
+			}
+			for _, v := range vs {
+				if strings.Contains(v, canary) {
+					t.Errorf("%s %s: credential in header %s", r.Method, r.Path, k)
+				}
+			}
+		}
+	}
+}
+
+// assertNoCanary checks that the credential is in none of the outcome's events, error or
+// logs.
+func assertNoCanary(t *testing.T, o outcome) {
+	t.Helper()
+	b, _ := json.Marshal(o.events)
+	if strings.Contains(string(b), canary) {
+		t.Errorf("credential in events: %s", b)
+	}
+	if o.err != nil {
+		eb, _ := json.Marshal(protocol.AsError(o.err))
+		if strings.Contains(string(eb), canary) || strings.Contains(o.err.Error(), canary) {
+			t.Errorf("credential in error: %s", eb)
+		}
+	}
+	if strings.Contains(o.logs, canary) {
+		t.Errorf("credential in logs:\n%s", o.logs)
+	}
+}

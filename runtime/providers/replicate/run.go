@@ -1,0 +1,236 @@
+package replicate
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"time"
+
+	"github.com/go-logr/logr"
+
+	"github.com/switchboard-dev/switchboard/runtime/engine"
+	"github.com/switchboard-dev/switchboard/runtime/protocol"
+	"github.com/switchboard-dev/switchboard/runtime/providers/providerhttp"
+)
+
+// maxPollFailures is how many polls in a row may fail transiently (rate limited, 5xx,
+// connection errors) before the attempt gives up. The prediction keeps running remotely
+// whatever happens to one poll, so a blip must not throw away (and pay twice for) its work.
+const maxPollFailures = 5
+
+// pollGrowth is the factor between successive waits, up to the adapter's pollMax.
+const pollGrowth = 1.5
+
+// run is one attempt: one prediction, followed from its creation to its end.
+type run struct {
+	a     *adapter
+	emit  engine.Emitter
+	log   logr.Logger
+	grace time.Duration
+	// last is the progress last emitted; progress is emitted only when it changes.
+	last *protocol.ProgressData
+}
+
+func newRun(ctx context.Context, a *adapter, at engine.Attempt, emit engine.Emitter) *run {
+	grace := at.CleanupGrace
+	if grace <= 0 {
+		grace = engine.DefaultCleanupGrace
+	}
+	log := logr.FromContextOrDiscard(ctx).WithValues("provider", Provider)
+	return &run{a: a, emit: emit, log: log, grace: grace}
+}
+
+// execute creates the prediction and follows it. The create request is never retried:
+// it is not idempotent, and a second prediction would run (and bill) twice. Retryable
+// failures go back to the engine, which may fall back to another deployment.
+func (r *run) execute(ctx context.Context, target string, body []byte) (engine.Outcome, error) {
+	var p prediction
+	if _, perr := r.a.send(ctx, http.MethodPost, target, body, &p); perr != nil {
+		// Without a response there is no prediction id, so nothing to cancel.
+		return engine.Outcome{}, perr
+	}
+	if p.Status == "" {
+		return engine.Outcome{}, unreadable()
+	}
+	r.log.V(1).Info("Created Replicate prediction", "prediction", r.a.safeID(p.ID), "status", p.Status)
+	return r.follow(ctx, &p)
+}
+
+// follow polls p's urls.get with a growing wait until p is terminal, emitting progress
+// as it changes. Any exit before a terminal status cancels the prediction remotely.
+func (r *run) follow(ctx context.Context, p *prediction) (engine.Outcome, error) {
+	wait := r.a.pollInit
+	var hint time.Duration // the provider's retry-after, a lower bound for the next wait
+	failures := 0
+	for {
+		if p.Status.terminal() {
+			return r.finish(p)
+		}
+		if err := r.progress(p); err != nil {
+			return r.abandon(ctx, p, err)
+		}
+		get, ok := r.a.sameOrigin(p.URLs.Get)
+		if !ok {
+			r.log.Info("Refused a Replicate URL outside the endpoint's origin", "field", "urls.get", "prediction", r.a.safeID(p.ID))
+			return r.abandon(ctx, p, foreignURL())
+		}
+		if !sleep(ctx, max(wait, hint)) {
+			return r.abandon(ctx, p, ended(ctx))
+		}
+		wait = min(time.Duration(float64(wait)*pollGrowth), r.a.pollMax)
+
+		var next prediction
+		header, perr := r.a.send(ctx, http.MethodGet, get, nil, &next)
+		if perr == nil && next.Status == "" {
+			perr = unreadable()
+		}
+		switch {
+		case ctx.Err() != nil:
+			return r.abandon(ctx, p, ended(ctx))
+		case perr != nil:
+			failures++
+			if !perr.Retryable || failures > maxPollFailures {
+				return r.abandon(ctx, p, perr)
+			}
+			hint = time.Duration(perr.RetryAfterMs) * time.Millisecond
+			r.log.V(1).Info("Replicate poll failed; retrying", "code", perr.Code, "failures", failures)
+			continue
+		}
+		failures = 0
+		hint, _ = providerhttp.RetryAfter(header, time.Now())
+		*p = next
+	}
+}
+
+// progress emits p's progress if it changed since the last one emitted.
+func (r *run) progress(p *prediction) error {
+	d, ok := progress(p.Status, p.Logs, r.a.redact)
+	if !ok || (r.last != nil && r.last.Stage == d.Stage && r.last.Message == d.Message) {
+		return nil
+	}
+	if err := r.emit.Emit(protocol.EventProgress, d); err != nil {
+		return err
+	}
+	r.last = &d
+	return nil
+}
+
+// finish ends the attempt on a terminal prediction. Success is one output.result, then
+// the usage; the other statuses are failures (see statusError), after their usage, since
+// a failed or cancelled prediction is billed for the time it ran.
+func (r *run) finish(p *prediction) (engine.Outcome, error) {
+	if p.Status != statusSucceeded {
+		if err := r.usage(p); err != nil {
+			// The failure matters more than its usage; the engine sees it either way.
+			r.log.Info("Cannot record Replicate usage", "error", err.Error())
+		}
+		return engine.Outcome{}, r.a.statusError(p)
+	}
+	output := p.Output
+	if len(output) == 0 {
+		output = json.RawMessage("null")
+	}
+	output = r.a.redactJSON(output)
+	completed, known := p.completedAt()
+	res := protocol.OutputResultData{Result: output, Artifacts: artifacts(output, completed, known)}
+	if err := r.emit.Emit(protocol.EventOutputResult, res); err != nil {
+		return engine.Outcome{}, err
+	}
+	if err := r.usage(p); err != nil {
+		return engine.Outcome{}, err
+	}
+	return engine.Outcome{FinishReason: string(statusSucceeded)}, nil
+}
+
+// usage reports metrics.predict_time, when the prediction has one.
+func (r *run) usage(p *prediction) error {
+	pt := p.Metrics.PredictTime
+	if pt == nil || *pt < 0 {
+		return nil
+	}
+	u := protocol.UsageReportedData{Usage: []protocol.Usage{
+		{Unit: UnitPredictTime, Quantity: *pt, Source: protocol.SourceProvider},
+	}}
+	return r.emit.Emit(protocol.EventUsageReported, u)
+}
+
+// abandon cancels the unfinished prediction p remotely and returns err. The cancel runs
+// on a context detached from ctx (which may have ended) and bounded by the cleanup grace,
+// the longest the engine waits for the adapter.
+func (r *run) abandon(ctx context.Context, p *prediction, err error) (engine.Outcome, error) {
+	id := r.a.safeID(p.ID)
+	target, ok := r.a.sameOrigin(p.URLs.Cancel)
+	if !ok {
+		r.log.Info("Cannot cancel Replicate prediction: its cancel URL is outside the endpoint's origin", "prediction", id)
+		return engine.Outcome{}, err
+	}
+	cctx, stop := context.WithTimeout(context.WithoutCancel(ctx), r.grace)
+	defer stop()
+	if _, perr := r.a.send(cctx, http.MethodPost, target, nil, nil); perr != nil {
+		status := 0
+		if perr.ProviderError != nil {
+			status = perr.ProviderError.HTTPStatus
+		}
+		r.log.Info("Cannot cancel Replicate prediction", "prediction", id, "code", perr.Code, "httpStatus", status)
+		return engine.Outcome{}, err
+	}
+	r.log.V(1).Info("Cancelled Replicate prediction", "prediction", id)
+	return engine.Outcome{}, err
+}
+
+// sleep waits d, or until ctx ends (then it returns false).
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// ended is the error returned once the attempt's context has ended; the engine decides
+// the recorded outcome from the reason, so it only needs to be a portable error.
+func ended(ctx context.Context) error {
+	return providerhttp.TransportError(ctx, Provider, ctx.Err())
+}
+
+// statusError maps a terminal failure status (CONTRACT §7; README "Status mapping"):
+//
+//   - failed: the model raised an error while predicting on this input. Replicate does
+//     not say whether the input or the model is at fault (schema violations are already
+//     rejected by the create call, 422), and running the same input on the same model
+//     again typically fails the same way: provider_rejected, not retryable.
+//   - canceled: someone else cancelled it (this adapter cancels only after its context
+//     ended, when the engine decides the outcome) or a provider-side deadline passed after
+//     it started. It ran and was billed, and the cancel was deliberate:
+//     provider_unavailable, not retryable.
+//   - aborted: a deadline passed before it started; nothing ran or was billed, so another
+//     attempt is safe: provider_unavailable, retryable.
+func (a *adapter) statusError(p *prediction) *protocol.Error {
+	var e *protocol.Error
+	switch p.Status {
+	case statusFailed:
+		e = protocol.NewError(protocol.CodeProviderRejected, "the provider's model failed on this input")
+	case statusCanceled:
+		e = protocol.NewError(protocol.CodeProviderUnavailable, "the provider cancelled the prediction")
+		e.Retryable = false
+	default: // aborted
+		e = protocol.NewError(protocol.CodeProviderUnavailable, "the provider aborted the prediction before it started")
+	}
+	e.ProviderError = &protocol.ProviderError{Provider: Provider, Type: string(p.Status), RequestID: a.safeID(p.ID)}
+	return e
+}
+
+// foreignURL is the error for a prediction whose urls.get leaves the endpoint's origin.
+func foreignURL() *protocol.Error {
+	return rejected("the provider returned a URL outside the deployment's endpoint")
+}
+
+// unreadable is the error for a response that is not a prediction object.
+func unreadable() *protocol.Error {
+	e := protocol.NewError(protocol.CodeProviderUnavailable, "the provider's response could not be read")
+	e.ProviderError = &protocol.ProviderError{Provider: Provider}
+	return e
+}
