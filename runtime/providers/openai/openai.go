@@ -1,0 +1,282 @@
+package openai
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"mime"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+
+	"github.com/switchboard-dev/switchboard/runtime/engine"
+	"github.com/switchboard-dev/switchboard/runtime/protocol"
+	"github.com/switchboard-dev/switchboard/runtime/providers/providerhttp"
+	"github.com/switchboard-dev/switchboard/runtime/routing"
+)
+
+// Provider names served by this package (ModelDeployment spec.provider).
+const (
+	// ProviderOpenAI is the OpenAI API; a credential is required.
+	ProviderOpenAI = "openai"
+	// ProviderCompatible is any server speaking the Chat Completions wire format; the
+	// endpoint is required, the credential optional (local servers often need none).
+	ProviderCompatible = "openai-compatible"
+)
+
+// DefaultEndpoint is the base URL of ProviderOpenAI when the deployment sets none.
+const DefaultEndpoint = "https://api.openai.com/v1"
+
+// Option configures adapters built by New, NewFactory or Register.
+type Option func(*config)
+
+type config struct {
+	client *http.Client
+	log    logr.Logger
+}
+
+// WithHTTPClient makes adapters send requests with c instead of the package's shared
+// default client. The attempt's context still governs every request; c should have no
+// overall Timeout, or long generations are cut. c's redirect policy is c's own: the
+// default client refuses redirects so the Authorization header never follows one.
+func WithHTTPClient(c *http.Client) Option {
+	return func(cfg *config) {
+		if c != nil {
+			cfg.client = c
+		}
+	}
+}
+
+// WithLogger sets the logger for provider failures (status, error type and code,
+// request id — never a message, body or credential). The zero Logger discards.
+func WithLogger(l logr.Logger) Option {
+	return func(cfg *config) { cfg.log = l }
+}
+
+// Factory builds the adapter for a deployment of either provider with the default HTTP
+// client; it is what Register installs when given no options.
+func Factory(d *routing.Deployment) (engine.Adapter, error) { return New(d) }
+
+var _ engine.Factory = Factory
+
+// NewFactory returns an engine.Factory building adapters with opts (a logger, or a test
+// client).
+func NewFactory(opts ...Option) engine.Factory {
+	return func(d *routing.Deployment) (engine.Adapter, error) { return New(d, opts...) }
+}
+
+// Register adds the factory for ProviderOpenAI and ProviderCompatible, built with opts,
+// to m (engine.Config.Adapters).
+func Register(m map[string]engine.Factory, opts ...Option) {
+	f := NewFactory(opts...)
+	m[ProviderOpenAI] = f
+	m[ProviderCompatible] = f
+}
+
+var _ engine.Adapter = (*adapter)(nil)
+
+// adapter is the engine.Adapter of one deployment. It is built per attempt (so a rotated
+// credential takes effect at the next attempt) and keeps only what the call needs.
+type adapter struct {
+	provider string
+	model    string
+	url      string // {endpoint}/chat/completions, query kept
+	// cred is unwrapped only for the Authorization header and to scrub echoes.
+	cred   routing.Credential
+	caps   routing.CapSet
+	stream bool
+	client *http.Client
+	log    logr.Logger
+}
+
+// String and GoString describe the adapter without its fields: fmt prints unexported
+// fields raw, which would reveal the credential behind its redacting wrapper.
+func (a *adapter) String() string   { return "openai adapter (" + a.provider + " " + a.model + ")" }
+func (a *adapter) GoString() string { return a.String() }
+
+// New returns the adapter for d. It fails with provider_rejected (the deployment's
+// configuration is unusable, an operator problem) when the provider is not one this
+// package serves, the endpoint is missing or not an http(s) URL, or ProviderOpenAI has
+// no credential. Error messages never contain the endpoint or the credential.
+func New(d *routing.Deployment, opts ...Option) (engine.Adapter, error) {
+	cfg := config{log: logr.Discard()}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if cfg.client == nil {
+		cfg.client = defaultClient()
+	}
+	if d == nil || (d.Provider != ProviderOpenAI && d.Provider != ProviderCompatible) {
+		return nil, protocol.NewError(protocol.CodeProviderRejected, "the deployment's provider is not served by the openai adapter")
+	}
+	endpoint := d.Endpoint
+	if endpoint == "" {
+		if d.Provider == ProviderCompatible {
+			return nil, protocol.NewError(protocol.CodeProviderRejected, "the openai-compatible deployment has no endpoint")
+		}
+		endpoint = DefaultEndpoint
+	}
+	u, ok := completionsURL(endpoint)
+	if !ok {
+		return nil, protocol.NewError(protocol.CodeProviderRejected, "the deployment's endpoint is not a valid http or https URL")
+	}
+	if d.Model == "" {
+		return nil, protocol.NewError(protocol.CodeProviderRejected, "the deployment has no model")
+	}
+	a := &adapter{
+		provider: d.Provider,
+		model:    d.Model,
+		url:      u,
+		caps:     d.Capabilities,
+		stream:   d.Capabilities.Has(routing.CapsOf(protocol.CapStreaming)),
+		client:   cfg.client,
+		log:      cfg.log.WithValues("provider", d.Provider, "deployment", d.Ref.String()),
+	}
+	if !d.Credential.IsSet() && d.Provider == ProviderOpenAI {
+		return nil, protocol.NewError(protocol.CodeProviderRejected, "the openai deployment has no credential")
+	}
+	if !headerSafe(d.Credential.Reveal()) {
+		// Caught here rather than by net/http at send time, where it would look like a
+		// provider outage and be retried.
+		return nil, protocol.NewError(protocol.CodeProviderRejected, "the deployment's credential is not a valid header value")
+	}
+	a.cred = d.Credential
+	return a, nil
+}
+
+// headerSafe reports whether s is visible ASCII (spaces allowed inside), as a bearer
+// token must be; a Secret with a trailing newline is the common way to get this wrong.
+func headerSafe(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x20 || s[i] > 0x7e {
+			return false
+		}
+	}
+	return true
+}
+
+// completionsURL appends /chat/completions to the endpoint's path, keeping its query (as
+// gateways such as Azure's carry an api-version there). Endpoints with user information
+// are refused: a credential belongs in the Authorization header only.
+func completionsURL(endpoint string) (string, bool) {
+	u, err := url.Parse(endpoint)
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.User != nil {
+		return "", false
+	}
+	u.Path = strings.TrimRight(u.Path, "/") + "/chat/completions"
+	u.RawPath = ""
+	u.Fragment, u.RawFragment = "", ""
+	return u.String(), true
+}
+
+// defaultClient is shared by every adapter: New runs once per attempt, and a client per
+// attempt would throw away pooled connections. It bounds connecting, TLS and idle time
+// but sets no overall timeout and no response-header timeout — a non-streaming answer
+// arrives only when the model has finished — so the attempt's context governs. Redirects
+// are not followed: an endpoint that redirects is misconfigured, and following would
+// resend the Authorization header.
+var defaultClient = sync.OnceValue(func() *http.Client {
+	dialer := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}
+	return &http.Client{
+		Transport: &http.Transport{
+			Proxy:                 http.ProxyFromEnvironment,
+			DialContext:           dialer.DialContext,
+			ForceAttemptHTTP2:     true,
+			TLSHandshakeTimeout:   10 * time.Second,
+			ExpectContinueTimeout: time.Second,
+			IdleConnTimeout:       90 * time.Second,
+			MaxIdleConns:          256,
+			MaxIdleConnsPerHost:   64,
+		},
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+})
+
+// Execute implements engine.Adapter: one Chat Completions call, streamed when the
+// deployment declares streaming.
+func (a *adapter) Execute(ctx context.Context, at engine.Attempt, emit engine.Emitter) (engine.Outcome, error) {
+	if at.Request == nil {
+		return engine.Outcome{}, protocol.NewError(protocol.CodeInvalidRequest, "request is missing")
+	}
+	body, perr := buildRequest(at.Request, a.model, a.caps, a.stream)
+	if perr != nil {
+		return engine.Outcome{}, perr
+	}
+	payload, err := json.Marshal(body)
+	if err != nil {
+		// Only raw JSON from the request (a json part, tool parameters) can fail to
+		// encode, and DecodeRequest never lets invalid JSON through.
+		return engine.Outcome{}, protocol.NewError(protocol.CodeInvalidRequest, "the request could not be encoded for the provider")
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, a.url, bytes.NewReader(payload))
+	if err != nil {
+		return engine.Outcome{}, protocol.NewError(protocol.CodeInternal, "internal error")
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if a.stream {
+		req.Header.Set("Accept", "text/event-stream")
+	} else {
+		req.Header.Set("Accept", "application/json")
+	}
+	if a.cred.IsSet() {
+		req.Header.Set("Authorization", "Bearer "+a.cred.Reveal())
+	}
+
+	resp, err := a.client.Do(req)
+	if err != nil {
+		// The error text names the endpoint; it is logged, never returned.
+		a.log.V(1).Info("Provider request failed", "error", err.Error(), "contextDone", ctx.Err() != nil)
+		return engine.Outcome{}, providerhttp.TransportError(ctx, a.provider, err)
+	}
+	defer resp.Body.Close()
+
+	r := &reader{a: a, ctx: ctx, emit: emit, requestID: a.safeID(resp.Header.Get("x-request-id"))}
+	if resp.StatusCode != http.StatusOK {
+		return engine.Outcome{}, a.fail(r.httpFailure(resp))
+	}
+	if a.stream && !isJSON(resp.Header) {
+		return r.readStream(resp.Body)
+	}
+	// Non-streaming, or a compatible server that ignored stream:true and answered with
+	// one JSON completion: same data, read whole.
+	return r.readCompletion(resp.Body)
+}
+
+// isJSON reports whether the response is a JSON document rather than an event stream.
+func isJSON(h http.Header) bool {
+	mt, _, err := mime.ParseMediaType(h.Get("Content-Type"))
+	return err == nil && mt == "application/json"
+}
+
+// fail logs a provider failure by its identifiers only and returns it.
+func (a *adapter) fail(e *protocol.Error) *protocol.Error {
+	kv := []any{"code", e.Code, "retryable", e.Retryable}
+	if pe := e.ProviderError; pe != nil {
+		kv = append(kv, "httpStatus", pe.HTTPStatus, "providerType", pe.Type, "providerCode", pe.Code, "requestID", pe.RequestID)
+	}
+	a.log.V(1).Info("Provider call failed", kv...)
+	return e
+}
+
+// safeID keeps a provider-supplied identifier (request id, error type or code, finish
+// reason) only when it is short, made of identifier characters, and does not contain the
+// credential — a provider or proxy that echoes the credential back must not get it into
+// provider_error, an event or a log line.
+func (a *adapter) safeID(s string) string {
+	if len(s) == 0 || len(s) > 128 || (a.cred.IsSet() && strings.Contains(s, a.cred.Reveal())) {
+		return ""
+	}
+	for _, r := range s {
+		ok := r == '_' || r == '-' || r == '.' || r == ':' ||
+			(r >= 'a' && r <= 'z') || (r >= 'A' && r <= 'Z') || (r >= '0' && r <= '9')
+		if !ok {
+			return ""
+		}
+	}
+	return s
+}

@@ -1,0 +1,471 @@
+package openai
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+
+	"github.com/switchboard-dev/switchboard/runtime/engine"
+	"github.com/switchboard-dev/switchboard/runtime/protocol"
+	"github.com/switchboard-dev/switchboard/runtime/providers/providerhttp"
+	"github.com/switchboard-dev/switchboard/runtime/sse"
+)
+
+// Response size bounds. Error bodies are small JSON objects; a whole non-streaming
+// completion is text plus metadata. Anything larger is not a Chat Completions answer.
+const (
+	maxErrorBody      = 64 << 10
+	maxCompletionBody = 16 << 20
+)
+
+// Finish reasons with a meaning of their own here.
+const (
+	finishContentFilter = "content_filter"
+	// quotaCode is the error type and code OpenAI documents for an exhausted quota or
+	// billing limit; on a 429 it tells quota_exhausted from rate_limited.
+	quotaCode = "insufficient_quota"
+	// contentFilterCode is the error code Azure OpenAI (an openai-compatible endpoint)
+	// documents for a prompt its content filter rejected.
+	contentFilterCode = "content_filter"
+)
+
+// apiError is the "error" member of an error body or in-stream error chunk:
+// {"message","type","param","code"}. The message is never read, so provider text (which
+// may quote the prompt, or an API key) cannot travel further. code is a string in
+// OpenAI's API and a number on some compatible servers.
+type apiError struct {
+	Type string          `json:"type"`
+	Code json.RawMessage `json:"code"`
+}
+
+func (e *apiError) code() string {
+	var s string
+	if json.Unmarshal(e.Code, &s) == nil {
+		return s
+	}
+	var n json.Number
+	if json.Unmarshal(e.Code, &n) == nil {
+		return n.String()
+	}
+	return ""
+}
+
+// usage is the documented usage object; pointers tell absent from zero.
+type usage struct {
+	PromptTokens        *float64 `json:"prompt_tokens"`
+	CompletionTokens    *float64 `json:"completion_tokens"`
+	PromptTokensDetails *struct {
+		CachedTokens *float64 `json:"cached_tokens"`
+	} `json:"prompt_tokens_details"`
+	CompletionTokensDetails *struct {
+		ReasoningTokens *float64 `json:"reasoning_tokens"`
+	} `json:"completion_tokens_details"`
+}
+
+// entries maps usage to contract units, in a fixed order, for the fields present. The
+// provider's own totals are kept as they are: input_tokens (prompt_tokens) includes the
+// cache_read_tokens, output_tokens (completion_tokens) the reasoning_tokens.
+func (u *usage) entries() []protocol.Usage {
+	var out []protocol.Usage
+	add := func(unit string, q *float64) {
+		if q != nil {
+			out = append(out, protocol.Usage{Unit: unit, Quantity: *q, Source: protocol.SourceProvider})
+		}
+	}
+	add(protocol.UnitInputTokens, u.PromptTokens)
+	add(protocol.UnitOutputTokens, u.CompletionTokens)
+	if d := u.PromptTokensDetails; d != nil {
+		add(protocol.UnitCacheReadTokens, d.CachedTokens)
+	}
+	if d := u.CompletionTokensDetails; d != nil {
+		add(protocol.UnitReasoningTokens, d.ReasoningTokens)
+	}
+	return out
+}
+
+// reader turns one response into events and an outcome.
+type reader struct {
+	a         *adapter
+	ctx       context.Context
+	emit      engine.Emitter
+	requestID string
+
+	output bool // an output or tool event was emitted, so a later failure is final
+}
+
+// errEmit wraps an Emitter failure. The engine decides the outcome itself once the
+// attempt is over; a store failure becomes internal, its text only logged.
+func errEmit(typ protocol.EventType, err error) error {
+	return fmt.Errorf("emit %s: %w", typ, err)
+}
+
+func (r *reader) send(typ protocol.EventType, data any) error {
+	if err := r.emit.Emit(typ, data); err != nil {
+		return errEmit(typ, err)
+	}
+	if typ.IsOutput() {
+		r.output = true
+	}
+	return nil
+}
+
+// httpFailure maps a non-200 response: status, the body's error type and code, and the
+// retry and request-id headers.
+func (r *reader) httpFailure(resp *http.Response) *protocol.Error {
+	var body struct {
+		Error json.RawMessage `json:"error"`
+	}
+	var ae apiError
+	raw, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+	if json.Unmarshal(raw, &body) == nil {
+		// An object per OpenAI's format; anything else (some servers send a string)
+		// leaves type and code empty and the status decides.
+		_ = json.Unmarshal(body.Error, &ae)
+	}
+	return r.failure(resp.StatusCode, &ae, resp.Header).Error()
+}
+
+// failure builds the providerhttp.Failure for a status (0 after a 200) and error object.
+func (r *reader) failure(status int, ae *apiError, h http.Header) providerhttp.Failure {
+	typ, code := r.a.safeID(ae.Type), r.a.safeID(ae.code())
+	return providerhttp.Failure{
+		Provider:        r.a.provider,
+		Status:          status,
+		Type:            typ,
+		Code:            code,
+		RequestID:       r.requestID,
+		Header:          h,
+		QuotaExhausted:  typ == quotaCode || code == quotaCode,
+		ContentFiltered: code == contentFilterCode,
+	}
+}
+
+// inStreamFailure maps an error object received after a 200. Its retryability follows
+// providerhttp.Truncated: once output was emitted the attempt cannot be replaced.
+func (r *reader) inStreamFailure(ae *apiError) *protocol.Error {
+	e := r.failure(0, ae, nil).Error()
+	e.Retryable = e.Retryable && !r.output
+	return e
+}
+
+// truncated is the error for a stream that ended before data: [DONE].
+func (r *reader) truncated() *protocol.Error {
+	e := providerhttp.Truncated(r.a.provider, r.output)
+	e.ProviderError.RequestID = r.requestID
+	return e
+}
+
+// malformed is the error for a response that is not the documented format. Like a cut
+// stream it is the provider's fault, so it is provider_unavailable, retryable only when
+// nothing was emitted.
+func (r *reader) malformed() *protocol.Error {
+	e := protocol.NewError(protocol.CodeProviderUnavailable, "the provider's response could not be read")
+	e.Retryable = !r.output
+	e.ProviderError = &protocol.ProviderError{Provider: r.a.provider, RequestID: r.requestID}
+	return e
+}
+
+// contentFiltered is the error for a completion the provider's safety system stopped
+// (finish_reason content_filter) or the model refused (a refusal instead of content).
+func (r *reader) contentFiltered() *protocol.Error {
+	return providerhttp.Failure{Provider: r.a.provider, RequestID: r.requestID, ContentFiltered: true}.Error()
+}
+
+// readErr maps a failure to read the response body: the attempt's end (cancel, deadline,
+// timeout) or a connection cut, which for a stream means it ended early.
+func (r *reader) readErr(err error) *protocol.Error {
+	if r.ctx.Err() != nil {
+		return providerhttp.TransportError(r.ctx, r.a.provider, err)
+	}
+	if errors.Is(err, sse.ErrFrameTooLarge) {
+		return r.malformed()
+	}
+	return r.truncated()
+}
+
+// finish ends a successful call: a content filter stop or a refusal is content_filtered
+// (after whatever output was already emitted, which stays recorded), anything else
+// completes with the provider's finish reason.
+func (r *reader) finish(reason string, refused bool) (engine.Outcome, error) {
+	if reason == finishContentFilter || refused {
+		return engine.Outcome{}, r.a.fail(r.contentFiltered())
+	}
+	return engine.Outcome{FinishReason: reason}, nil
+}
+
+// completion is the non-streaming response body.
+type completion struct {
+	Choices []struct {
+		Index   int `json:"index"`
+		Message struct {
+			Content   *string `json:"content"`
+			Refusal   *string `json:"refusal"`
+			ToolCalls []struct {
+				ID       string `json:"id"`
+				Function struct {
+					Name      string `json:"name"`
+					Arguments string `json:"arguments"`
+				} `json:"function"`
+			} `json:"tool_calls"`
+		} `json:"message"`
+		FinishReason string `json:"finish_reason"`
+	} `json:"choices"`
+	Usage *usage          `json:"usage"`
+	Error json.RawMessage `json:"error"`
+}
+
+// readCompletion reads a whole completion: its text becomes one output.delta, each tool
+// call a tool.call.started and one arguments delta, then usage.
+func (r *reader) readCompletion(body io.Reader) (engine.Outcome, error) {
+	raw, err := io.ReadAll(io.LimitReader(body, maxCompletionBody+1))
+	if err != nil {
+		// Nothing is emitted yet: a cut body is a transport failure like any other.
+		e := providerhttp.TransportError(r.ctx, r.a.provider, err)
+		e.ProviderError.RequestID = r.requestID
+		return engine.Outcome{}, r.a.fail(e)
+	}
+	if len(raw) > maxCompletionBody {
+		return engine.Outcome{}, r.a.fail(r.malformed())
+	}
+	var c completion
+	if err := json.Unmarshal(raw, &c); err != nil {
+		return engine.Outcome{}, r.a.fail(r.malformed())
+	}
+	if ae, ok := errorObject(c.Error); ok {
+		return engine.Outcome{}, r.a.fail(r.inStreamFailure(ae))
+	}
+	// The adapter never asks for n > 1, so the answer is choice 0.
+	idx := -1
+	for i := range c.Choices {
+		if c.Choices[i].Index == 0 {
+			idx = i
+			break
+		}
+	}
+	if idx < 0 {
+		return engine.Outcome{}, r.a.fail(r.malformed())
+	}
+	ch := &c.Choices[idx]
+	if t := ch.Message.Content; t != nil && *t != "" {
+		if err := r.send(protocol.EventOutputDelta, protocol.OutputDeltaData{Index: 0, Type: "text", Text: *t}); err != nil {
+			return engine.Outcome{}, err
+		}
+	}
+	for i, tc := range ch.Message.ToolCalls {
+		if tc.ID == "" || tc.Function.Name == "" {
+			return engine.Outcome{}, r.a.fail(r.malformed())
+		}
+		if err := r.send(protocol.EventToolCallStarted, protocol.ToolCallStartedData{Index: i, CallID: tc.ID, Name: tc.Function.Name}); err != nil {
+			return engine.Outcome{}, err
+		}
+		if tc.Function.Arguments != "" {
+			if err := r.send(protocol.EventToolCallArgsDelta, protocol.ToolCallArgsDeltaData{CallID: tc.ID, Delta: tc.Function.Arguments}); err != nil {
+				return engine.Outcome{}, err
+			}
+		}
+	}
+	if c.Usage != nil {
+		if err := r.sendUsage(c.Usage); err != nil {
+			return engine.Outcome{}, err
+		}
+	}
+	refused := ch.Message.Refusal != nil && *ch.Message.Refusal != ""
+	return r.finish(r.a.safeID(ch.FinishReason), refused)
+}
+
+func (r *reader) sendUsage(u *usage) error {
+	if es := u.entries(); len(es) > 0 {
+		return r.send(protocol.EventUsageReported, protocol.UsageReportedData{Usage: es})
+	}
+	return nil
+}
+
+// errorObject decodes a non-null "error" member.
+func errorObject(raw json.RawMessage) (*apiError, bool) {
+	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
+		return nil, false
+	}
+	ae := &apiError{}
+	_ = json.Unmarshal(raw, ae) // not an object: still an error, just without identifiers
+	return ae, true
+}
+
+// chunk is one streamed chat.completion.chunk, or an in-stream error object.
+type chunk struct {
+	Choices []struct {
+		Index int `json:"index"`
+		Delta struct {
+			Content   *string         `json:"content"`
+			Refusal   *string         `json:"refusal"`
+			ToolCalls []toolCallDelta `json:"tool_calls"`
+		} `json:"delta"`
+		FinishReason *string `json:"finish_reason"`
+	} `json:"choices"`
+	Usage *usage          `json:"usage"`
+	Error json.RawMessage `json:"error"`
+}
+
+// toolCallDelta is one fragment of a streamed tool call. The first fragment of a call
+// carries id, type and function.name; later ones only its index and argument text.
+type toolCallDelta struct {
+	Index    *int   `json:"index"`
+	ID       string `json:"id"`
+	Function struct {
+		Name      string `json:"name"`
+		Arguments string `json:"arguments"`
+	} `json:"function"`
+}
+
+// streamCall is a tool call being assembled from fragments.
+type streamCall struct {
+	id, name string
+	started  bool
+	pending  []string // argument fragments that arrived before id and name
+}
+
+// stream is the state of one streamed response.
+type stream struct {
+	*reader
+	calls   []*streamCall // in order of first appearance; the position is the event index
+	byIndex map[int]int   // fragment index → position in calls
+	reason  string
+	refused bool
+	usage   *usage // usage seen on a chunk that also had choices, not yet emitted
+	usageOK bool   // usage was emitted
+}
+
+// readStream reads the event stream until data: [DONE].
+func (r *reader) readStream(body io.Reader) (engine.Outcome, error) {
+	s := &stream{reader: r, byIndex: map[int]int{}}
+	dec := sse.NewDecoder(body)
+	for {
+		ev, err := dec.Next()
+		if err != nil {
+			return engine.Outcome{}, r.a.fail(r.readErr(err))
+		}
+		if ev.Data == "[DONE]" {
+			return s.done()
+		}
+		var c chunk
+		if err := json.Unmarshal([]byte(ev.Data), &c); err != nil {
+			return engine.Outcome{}, r.a.fail(r.malformed())
+		}
+		if ae, ok := errorObject(c.Error); ok {
+			return engine.Outcome{}, r.a.fail(r.inStreamFailure(ae))
+		}
+		if perr, err := s.apply(&c); perr != nil {
+			return engine.Outcome{}, r.a.fail(perr)
+		} else if err != nil {
+			return engine.Outcome{}, err
+		}
+	}
+}
+
+// apply turns one chunk into events. It returns a provider error for a malformed chunk,
+// or an emit error.
+func (s *stream) apply(c *chunk) (*protocol.Error, error) {
+	for i := range c.Choices {
+		ch := &c.Choices[i]
+		if ch.Index != 0 {
+			continue // the adapter never asks for n > 1
+		}
+		if t := ch.Delta.Content; t != nil && *t != "" {
+			if err := s.send(protocol.EventOutputDelta, protocol.OutputDeltaData{Index: 0, Type: "text", Text: *t}); err != nil {
+				return nil, err
+			}
+		}
+		if t := ch.Delta.Refusal; t != nil && *t != "" {
+			s.refused = true
+		}
+		for j := range ch.Delta.ToolCalls {
+			if perr, err := s.toolFragment(&ch.Delta.ToolCalls[j], j); perr != nil || err != nil {
+				return perr, err
+			}
+		}
+		if ch.FinishReason != nil && *ch.FinishReason != "" {
+			s.reason = s.a.safeID(*ch.FinishReason)
+		}
+	}
+	if c.Usage != nil {
+		// The documented usage chunk (stream_options.include_usage) has no choices and
+		// comes last; some compatible servers put cumulative usage on content chunks
+		// instead, so that is kept and emitted once, at the end.
+		if len(c.Choices) > 0 {
+			s.usage = c.Usage
+			return nil, nil
+		}
+		if !s.usageOK {
+			s.usageOK, s.usage = true, nil
+			if err := s.sendUsage(c.Usage); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return nil, nil
+}
+
+// toolFragment applies one tool call fragment. The call is announced once its id and
+// name are known (the first fragment, per OpenAI); fragments that precede that are held
+// back so the arguments stay in order.
+func (s *stream) toolFragment(f *toolCallDelta, pos int) (*protocol.Error, error) {
+	index := pos // servers that omit index send whole calls, one per array position
+	if f.Index != nil {
+		index = *f.Index
+	}
+	slot, seen := s.byIndex[index]
+	if seen && f.ID != "" && s.calls[slot].id != "" && f.ID != s.calls[slot].id {
+		// A new id at a used index: a server that numbers every call 0. It is a new call.
+		seen = false
+	}
+	if !seen {
+		slot = len(s.calls)
+		s.calls = append(s.calls, &streamCall{})
+		s.byIndex[index] = slot
+	}
+	c := s.calls[slot]
+	if c.id == "" {
+		c.id = f.ID
+	}
+	if c.name == "" {
+		c.name = f.Function.Name
+	}
+	if f.Function.Arguments != "" {
+		c.pending = append(c.pending, f.Function.Arguments)
+	}
+	if !c.started && (c.id == "" || c.name == "") {
+		return nil, nil
+	}
+	if !c.started {
+		c.started = true
+		if err := s.send(protocol.EventToolCallStarted, protocol.ToolCallStartedData{Index: slot, CallID: c.id, Name: c.name}); err != nil {
+			return nil, err
+		}
+	}
+	for _, d := range c.pending {
+		if err := s.send(protocol.EventToolCallArgsDelta, protocol.ToolCallArgsDeltaData{CallID: c.id, Delta: d}); err != nil {
+			return nil, err
+		}
+	}
+	c.pending = c.pending[:0]
+	return nil, nil
+}
+
+// done ends a stream that reached [DONE].
+func (s *stream) done() (engine.Outcome, error) {
+	for _, c := range s.calls {
+		if !c.started {
+			// A call whose id or name never came cannot be reported or answered.
+			return engine.Outcome{}, s.a.fail(s.malformed())
+		}
+	}
+	if s.usage != nil && !s.usageOK {
+		if err := s.sendUsage(s.usage); err != nil {
+			return engine.Outcome{}, err
+		}
+	}
+	return s.finish(s.reason, s.refused)
+}
