@@ -1,16 +1,31 @@
 package controllers
 
 import (
+	"os"
+	"path/filepath"
+
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
 
 	"github.com/switchboard-dev/switchboard/api/v1alpha1"
 )
 
 // Every CEL rule of the CRDs rejects a bad manifest with its human message; the valid
-// manifest is accepted (gateway-api tests/cel style). The same table runs against the Go
-// validators that standalone mode uses, which must reach the same verdict.
+// manifest is accepted (gateway-api tests/cel style). The same table runs against the API
+// server (envtest), the Go validators, and the standalone manifest loader (YAML files),
+// which must all reach the same verdict.
+
+// manifestDir writes obj as the only YAML manifest of a new folder.
+func manifestDir(obj any) string {
+	GinkgoHelper()
+	data, err := yaml.Marshal(obj)
+	Expect(err).NotTo(HaveOccurred())
+	dir := GinkgoT().TempDir()
+	Expect(os.WriteFile(filepath.Join(dir, "manifest.yaml"), data, 0o600)).To(Succeed())
+	return dir
+}
 
 type mdCase struct {
 	opts    []mdOption
@@ -77,7 +92,9 @@ var policyCases = []TableEntry{
 		opts:    []policyOption{func(p *v1alpha1.CapabilityPolicy) { p.Spec.AllowedOutputs = []v1alpha1.OutputModality{"text", "text"} }},
 		message: "allowedOutputs must not repeat a modality"}),
 	Entry("repeated extension pattern", policyCase{
-		opts:    []policyOption{func(p *v1alpha1.CapabilityPolicy) { p.Spec.AllowedExtensions = []v1alpha1.ExtensionPattern{"openai.*", "openai.*"} }},
+		opts: []policyOption{func(p *v1alpha1.CapabilityPolicy) {
+			p.Spec.AllowedExtensions = []v1alpha1.ExtensionPattern{"openai.*", "openai.*"}
+		}},
 		message: "allowedExtensions must not repeat a pattern"}),
 }
 
@@ -106,6 +123,18 @@ var _ = Describe("CRD validation", func() {
 			Expect(err).To(MatchError(ContainSubstring(c.message)))
 		}, modelDeploymentCases)
 
+	DescribeTable("ModelDeployment through the standalone manifest loader",
+		func(c mdCase) {
+			md := newMD(ns, "model", c.opts...)
+			md.APIVersion, md.Kind = v1alpha1.GroupVersion.String(), "ModelDeployment"
+			_, err := LoadManifests(manifestDir(md))
+			if c.message == "" {
+				Expect(err).NotTo(HaveOccurred())
+				return
+			}
+			Expect(err).To(MatchError(ContainSubstring(c.message)))
+		}, modelDeploymentCases)
+
 	DescribeTable("CapabilityPolicy through the API server",
 		func(c policyCase) {
 			err := k8s.Create(suiteCtx, newPolicy(ns, "policy", c.opts...))
@@ -115,6 +144,18 @@ var _ = Describe("CRD validation", func() {
 			}
 			Expect(err).To(HaveOccurred())
 			Expect(err.Error()).To(ContainSubstring(c.message))
+		}, policyCases)
+
+	DescribeTable("CapabilityPolicy through the standalone manifest loader",
+		func(c policyCase) {
+			p := newPolicy(ns, "policy", c.opts...)
+			p.APIVersion, p.Kind = v1alpha1.GroupVersion.String(), "CapabilityPolicy"
+			_, err := LoadManifests(manifestDir(p))
+			if c.message == "" {
+				Expect(err).NotTo(HaveOccurred())
+				return
+			}
+			Expect(err).To(MatchError(ContainSubstring(c.message)))
 		}, policyCases)
 
 	DescribeTable("CapabilityPolicy through the Go validator",
