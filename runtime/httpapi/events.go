@@ -1,0 +1,310 @@
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"mime"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/switchboard-dev/switchboard/runtime/eventstore"
+	"github.com/switchboard-dev/switchboard/runtime/protocol"
+	"github.com/switchboard-dev/switchboard/runtime/sse"
+)
+
+const (
+	// sseRetry is the reconnection time announced at the start of every stream.
+	sseRetry = 2 * time.Second
+	// replayBatch bounds the events one Read returns to a stream, and so a subscriber's
+	// memory (events can be large), however far behind it starts. A subscriber that
+	// keeps up reads one or two events per wake-up anyway.
+	replayBatch = 32
+	// pollPage bounds the events of one polling response; a poller continues with
+	// after=next_after.
+	pollPage = 1000
+	// frameSize is the initial size of a stream's frame buffers; a typical envelope fits.
+	frameSize = 1024
+)
+
+// streamEvents is GET /v1/executions/{id}/events (CONTRACT §5.3): the execution's events
+// after a cursor, as a server-sent event stream or, with Accept: application/json, as
+// one polling page. Every refusal (bad cursor, unknown execution) is answered as JSON
+// before any SSE byte; after the stream's head is written, a failure only ends it.
+func (s *server) streamEvents(w http.ResponseWriter, r *http.Request) error {
+	id := r.PathValue("id")
+	after, err := eventCursor(r)
+	if err != nil {
+		return err
+	}
+	rec, err := s.store.Get(r.Context(), id)
+	if err != nil {
+		return err
+	}
+	if wantsJSON(r.Header.Values("Accept")) {
+		return s.pollEvents(w, r, id, after, rec.Terminal, rec.LastSequence)
+	}
+
+	h := w.Header()
+	h.Set("Cache-Control", "no-store")
+	if rec.Terminal && after >= rec.LastSequence {
+		// Nothing newer will ever exist. 204 also stops browsers from reconnecting.
+		w.WriteHeader(http.StatusNoContent)
+		return nil
+	}
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("X-Accel-Buffering", "no") // keep reverse proxies (nginx) from buffering frames
+	w.WriteHeader(http.StatusOK)
+	if r.Method == http.MethodHead {
+		return nil
+	}
+	if err := s.tail(w, r, id, after); err != nil {
+		s.logStreamEnd(r, id, err)
+	}
+	return nil // the head is out: the stream just ends, without any error body
+}
+
+// tail writes the events after cursor as SSE frames: the replay from the store, then
+// the live tail, until the terminal event is written (then it returns nil), the client
+// leaves, a write misses its deadline or the store fails.
+//
+// It is pull-based: the stream's only state is its cursor and its two frame buffers.
+// Read returns at most replayBatch events; when the stream has caught up, Wait blocks
+// until the store has something newer. Nothing is queued per subscriber, so a reader that
+// falls behind only falls further behind in the store, and the engine never waits for it.
+func (s *server) tail(w http.ResponseWriter, r *http.Request, id string, cursor uint64) error {
+	ctx := r.Context()
+	out := frameWriter{w: w, rc: http.NewResponseController(w), timeout: s.writeTimeout}
+	idle := newIdleTimer(ctx, s.keepAlive)
+	defer idle.stop()
+	var (
+		frame = make([]byte, 0, frameSize)
+		env   = make([]byte, 0, frameSize)
+	)
+	if err := out.write(sse.AppendRetry(frame, sseRetry)); err != nil {
+		return err
+	}
+	for {
+		events, err := s.store.Read(ctx, id, cursor, replayBatch)
+		if err != nil {
+			return err
+		}
+		for i := range events {
+			ev := &events[i]
+			env = appendEnvelope(env[:0], ev)
+			frame = sse.AppendEvent(frame[:0], strconv.FormatUint(ev.Sequence, 10), string(ev.Type), env)
+			if err := out.write(frame); err != nil {
+				return err
+			}
+			cursor = ev.Sequence
+			if ev.Type.Terminal() {
+				return nil
+			}
+		}
+		if len(events) == replayBatch {
+			continue // more to replay; no need to wait
+		}
+		// Caught up: wait for the next append, with a keep-alive comment each time the
+		// stream has been idle for the interval.
+		for {
+			err := s.store.Wait(idle.ctx, id, cursor)
+			if err == nil {
+				idle.reset()
+				break
+			}
+			if ctx.Err() != nil || !idle.fired() {
+				return err
+			}
+			if err := out.write(keepAlive); err != nil {
+				return err
+			}
+			idle.renew()
+		}
+	}
+}
+
+// errIdle is the cause with which an idleTimer ends its context.
+var errIdle = errors.New("event stream idle")
+
+// idleTimer gives a stream's waits a context that ends after the keep-alive interval
+// without events. One timer serves the whole stream: reset after every wake-up costs no
+// allocation, and only an actual keep-alive makes a new context.
+type idleTimer struct {
+	parent context.Context
+	d      time.Duration
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	timer  *time.Timer
+}
+
+func newIdleTimer(parent context.Context, d time.Duration) *idleTimer {
+	t := &idleTimer{parent: parent, d: d}
+	t.renew()
+	return t
+}
+
+// renew starts a fresh interval with a fresh context, after the previous one ended.
+func (t *idleTimer) renew() {
+	t.stop()
+	ctx, cancel := context.WithCancelCause(t.parent)
+	t.ctx, t.cancel = ctx, cancel
+	t.timer = time.AfterFunc(t.d, func() { cancel(errIdle) })
+}
+
+// reset restarts the interval. If the timer fired meanwhile, the context has ended and
+// the next wait returns at once, which only brings the next keep-alive forward.
+func (t *idleTimer) reset() { t.timer.Reset(t.d) }
+
+// fired reports whether the interval passed without events.
+func (t *idleTimer) fired() bool { return context.Cause(t.ctx) == errIdle }
+
+func (t *idleTimer) stop() {
+	if t.timer != nil {
+		t.timer.Stop()
+		t.cancel(nil)
+	}
+}
+
+// keepAlive is the keep-alive comment frame.
+var keepAlive = sse.AppendComment(nil, "keep-alive")
+
+// frameWriter writes whole frames to a stream: one Write per frame, then a flush, under
+// a fresh write deadline, so that a reader that stops reading is dropped after the
+// timeout instead of holding the handler forever.
+type frameWriter struct {
+	w       http.ResponseWriter
+	rc      *http.ResponseController
+	timeout time.Duration
+}
+
+func (f *frameWriter) write(frame []byte) error {
+	// A writer without deadlines (a recorder in tests) still streams; only the bound on
+	// stalled readers is lost, and real servers support it.
+	if err := f.rc.SetWriteDeadline(time.Now().Add(f.timeout)); err != nil && !errors.Is(err, http.ErrNotSupported) {
+		return err
+	}
+	if _, err := f.w.Write(frame); err != nil {
+		return err
+	}
+	return f.rc.Flush()
+}
+
+// logStreamEnd logs why a stream ended early. A client that left or stopped reading, a
+// store shutting down and an execution removed by retention are routine; any other store
+// failure is worth an error.
+func (s *server) logStreamEnd(r *http.Request, id string, err error) {
+	var reason string
+	switch {
+	case r.Context().Err() != nil:
+		reason = "the client left"
+	case isWriteError(err):
+		reason = "the client stopped reading"
+	case errors.Is(err, eventstore.ErrClosed):
+		reason = "the store is shutting down"
+	case errors.Is(err, eventstore.ErrNotFound), errors.Is(err, eventstore.ErrTerminated):
+		reason = "the execution was removed"
+	default:
+		s.log.Error(err, "Event stream ended by a store failure", "execution", id)
+		return
+	}
+	s.log.V(1).Info("Event stream ended early", "execution", id, "reason", reason)
+}
+
+// isWriteError reports whether err came from writing to the connection (a missed write
+// deadline, a reset connection) rather than from the store: those are net errors.
+func isWriteError(err error) bool {
+	var ne interface{ Timeout() bool }
+	return errors.As(err, &ne)
+}
+
+// pollEvents answers the polling form: at most pollPage events after the cursor, the
+// cursor to continue from, and whether the stream is over (the page holds the terminal
+// event, or the execution is terminal and nothing is newer than the cursor). It never
+// waits.
+func (s *server) pollEvents(w http.ResponseWriter, r *http.Request, id string, after uint64, terminal bool, last uint64) error {
+	events, err := s.store.Read(r.Context(), id, after, pollPage)
+	if err != nil {
+		return err
+	}
+	page := eventPage{Events: events, NextAfter: after}
+	if n := len(events); n > 0 {
+		page.NextAfter = events[n-1].Sequence
+		page.Terminal = events[n-1].Type.Terminal()
+	} else {
+		page.Events = []protocol.Event{}
+	}
+	page.Terminal = page.Terminal || (terminal && page.NextAfter >= last)
+	writeJSON(w, http.StatusOK, page)
+	return nil
+}
+
+// eventPage is the polling response body.
+type eventPage struct {
+	Events    []protocol.Event `json:"events"`
+	NextAfter uint64           `json:"next_after"`
+	Terminal  bool             `json:"terminal"`
+}
+
+// eventCursor returns the cursor of an events request: the after query parameter or the
+// Last-Event-ID header, each a decimal sequence; the larger wins when both are given.
+// A value that is not one decimal number is an error.
+func eventCursor(r *http.Request) (uint64, error) {
+	var cursor uint64
+	if vals, ok := r.URL.Query()["after"]; ok {
+		n, err := parseCursor(vals)
+		if err != nil {
+			return 0, err
+		}
+		cursor = n
+	}
+	if vals := r.Header.Values("Last-Event-ID"); len(vals) > 0 {
+		n, err := parseCursor(vals)
+		if err != nil {
+			return 0, err
+		}
+		cursor = max(cursor, n)
+	}
+	return cursor, nil
+}
+
+// parseCursor parses exactly one decimal sequence: ASCII digits only.
+func parseCursor(vals []string) (uint64, error) {
+	if len(vals) != 1 {
+		return 0, errCursorInvalid
+	}
+	// Base 10 accepts digits only: no sign, no underscores, no spaces, no empty value.
+	n, err := strconv.ParseUint(vals[0], 10, 64)
+	if err != nil {
+		return 0, errCursorInvalid
+	}
+	return n, nil
+}
+
+// wantsJSON reports whether the Accept header prefers application/json to
+// text/event-stream. Without a preference (no Accept, */*, or equal quality) the answer
+// is the event stream, the endpoint's primary form.
+func wantsJSON(accept []string) bool {
+	jsonQ, sseQ := 0.0, 0.0
+	for _, header := range accept {
+		for _, item := range strings.Split(header, ",") {
+			mt, params, err := mime.ParseMediaType(strings.TrimSpace(item))
+			if err != nil {
+				continue
+			}
+			q := 1.0
+			if qs, ok := params["q"]; ok {
+				if v, err := strconv.ParseFloat(qs, 64); err == nil && v >= 0 && v <= 1 {
+					q = v
+				}
+			}
+			switch mt {
+			case "application/json":
+				jsonQ = max(jsonQ, q)
+			case "text/event-stream":
+				sseQ = max(sseQ, q)
+			}
+		}
+	}
+	return jsonQ > sseQ
+}

@@ -1,0 +1,207 @@
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/switchboard-dev/switchboard/runtime/engine"
+	"github.com/switchboard-dev/switchboard/runtime/eventstore"
+	"github.com/switchboard-dev/switchboard/runtime/protocol"
+)
+
+// createExecution is POST /v1/executions. The checks run in the contract's order
+// (CONTRACT §4.1): body shape and size, then the idempotency key (a replay or a mismatch
+// answers there, whatever the routing table says now), then routing inside
+// engine.Submit, then creation. Nothing reaches a provider before all of them pass.
+func (s *server) createExecution(w http.ResponseWriter, r *http.Request) error {
+	body, err := s.readBody(w, r)
+	if err != nil {
+		return err
+	}
+	req, err := protocol.DecodeRequest(body)
+	if err != nil {
+		return err
+	}
+	key, hasKey, err := idempotencyKey(r.Header)
+	if err != nil {
+		return err
+	}
+
+	// From here on the request's outcome must not depend on the connection: a client
+	// that disconnects after the key is reserved must find, when it retries, either its
+	// execution or a released key, never a reservation of something never created.
+	ctx := context.WithoutCancel(r.Context())
+	id := engine.NewExecutionID()
+	// The engine stores timestamps in microseconds; the 202 body says the same instant.
+	createdAt := s.now().UTC().Truncate(time.Microsecond)
+	resp := appendAccepted(make([]byte, 0, acceptedSize), id, createdAt)
+
+	if !hasKey {
+		if _, err := s.engine.Submit(ctx, id, createdAt, req); err != nil {
+			return err
+		}
+		writeAccepted(w, id, resp, false)
+		return nil
+	}
+
+	fingerprint, err := protocol.Fingerprint(body)
+	if err != nil {
+		return err
+	}
+	storeKey := scopedKey(idempotencyScope(r), key)
+	prev, replay, err := s.reserve(ctx, storeKey, eventstore.Reservation{
+		Fingerprint: fingerprint,
+		ExecutionID: id,
+		Response:    resp,
+		CreatedAt:   createdAt,
+	})
+	if err != nil {
+		return err
+	}
+	if replay {
+		writeAccepted(w, prev.ExecutionID, prev.Response, true)
+		return nil
+	}
+	if _, err := s.engine.Submit(ctx, id, createdAt, req); err != nil {
+		s.releaseUnlessCreated(ctx, storeKey, id)
+		return err
+	}
+	writeAccepted(w, id, resp, false)
+	return nil
+}
+
+// readBody reads the request body up to the size limit.
+func (s *server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	if r.ContentLength > s.maxRequestBytes {
+		return nil, protocol.RequestTooLarge() // refuse without reading what we would drop
+	}
+	body := http.MaxBytesReader(w, r.Body, s.maxRequestBytes)
+	var (
+		data []byte
+		err  error
+	)
+	if r.ContentLength >= 0 {
+		// The length is known and within the limit: read into one exact buffer.
+		data = make([]byte, r.ContentLength)
+		_, err = io.ReadFull(body, data)
+	} else {
+		data, err = io.ReadAll(body)
+	}
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			return nil, protocol.RequestTooLarge()
+		}
+		return nil, errBodyUnreadable
+	}
+	return data, nil
+}
+
+// acceptedSize is the usual length of a 202 body, so that it is built in one allocation.
+const acceptedSize = 448
+
+// appendAccepted appends the 202 body of a new execution (CONTRACT §4.1):
+// {"id","status":"accepted","created_at","links":{"self","events","result","cancel"}}.
+// It is built by hand because it is on every submission's path and its shape is fixed.
+func appendAccepted(dst []byte, id string, createdAt time.Time) []byte {
+	escaped := url.PathEscape(id) // returns id itself, without allocating, for our ids
+	dst = append(dst, `{"id":`...)
+	dst = appendJSONString(dst, id)
+	dst = append(dst, `,"status":"accepted","created_at":"`...)
+	dst = createdAt.AppendFormat(dst, time.RFC3339Nano)
+	dst = append(dst, `","links":{"self":`...)
+	dst = appendLink(dst, escaped, "")
+	dst = append(dst, `,"events":`...)
+	dst = appendLink(dst, escaped, "/events")
+	dst = append(dst, `,"result":`...)
+	dst = appendLink(dst, escaped, "/result")
+	dst = append(dst, `,"cancel":`...)
+	dst = appendLink(dst, escaped, "/cancel")
+	return append(dst, "}}"...)
+}
+
+// appendLink appends the JSON string "/v1/executions/<escapedID><suffix>".
+func appendLink(dst []byte, escapedID, suffix string) []byte {
+	dst = append(dst, `"/v1/executions/`...)
+	dst = appendJSONStringContent(dst, escapedID)
+	dst = append(dst, suffix...)
+	return append(dst, '"')
+}
+
+// writeAccepted answers 202 with body, the original one for a replay.
+func writeAccepted(w http.ResponseWriter, id string, body []byte, replayed bool) {
+	h := w.Header()
+	h["Location"] = []string{"/v1/executions/" + url.PathEscape(id)}
+	if replayed {
+		h["Idempotent-Replayed"] = hvTrue
+	}
+	writeJSONBytes(w, http.StatusAccepted, body)
+}
+
+// getExecution is GET /v1/executions/{id}.
+func (s *server) getExecution(w http.ResponseWriter, r *http.Request) error {
+	st, err := s.status(r.Context(), r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, st)
+	return nil
+}
+
+// status builds an execution's status. The record is read before the events, as
+// engine.StatusOf expects, so the events are at least as new as the record.
+func (s *server) status(ctx context.Context, id string) (engine.ExecutionStatus, error) {
+	rec, err := s.store.Get(ctx, id)
+	if err != nil {
+		return engine.ExecutionStatus{}, err
+	}
+	events, err := s.store.Read(ctx, id, 0, 0)
+	if err != nil {
+		return engine.ExecutionStatus{}, err
+	}
+	return engine.StatusOf(rec, events), nil
+}
+
+// getResult is GET /v1/executions/{id}/result: the snapshot of the events so far,
+// folded by the same function the Go client uses.
+func (s *server) getResult(w http.ResponseWriter, r *http.Request) error {
+	id := r.PathValue("id")
+	events, err := s.store.Read(r.Context(), id, 0, 0)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, protocol.Materialize(id, events))
+	return nil
+}
+
+// cancelExecution is POST /v1/executions/{id}/cancel: 202 with the status when the
+// execution was running, 200 with the status when it was already terminal (a no-op).
+// Whether it was terminal is read before cancelling: read after, a cancel that took
+// effect at once would look like a no-op. The body is the status as it is after the
+// request; cancellation itself completes asynchronously (execution.failed, cancelled).
+func (s *server) cancelExecution(w http.ResponseWriter, r *http.Request) error {
+	id := r.PathValue("id")
+	// A cancel that reached the store must not be half done because the caller left.
+	ctx := context.WithoutCancel(r.Context())
+	before, err := s.store.Get(ctx, id)
+	if err != nil {
+		return err
+	}
+	if _, err := s.engine.Cancel(ctx, id); err != nil {
+		return err
+	}
+	st, err := s.status(ctx, id)
+	if err != nil {
+		return err
+	}
+	code := http.StatusAccepted
+	if before.Terminal {
+		code = http.StatusOK
+	}
+	writeJSON(w, code, st)
+	return nil
+}

@@ -1,0 +1,117 @@
+// Package httpapi serves Switchboard's execution HTTP API (CONTRACT §4, §5.3, §7):
+// submitting executions (with Idempotency-Key), their status, result snapshot and
+// cancellation, and their event stream as server-sent events or as a polling JSON page.
+//
+// The package holds no execution state of its own. It decodes and checks requests,
+// answers idempotent replays from the store's reservations, hands new executions to the
+// engine, and reads everything else from the EventStore, so any replica sharing the store
+// answers for any execution. Event streams are pull-based: a subscriber keeps only its
+// cursor and alternates Store.Read and Store.Wait, so a slow reader costs no memory
+// beyond one batch and never holds up the engine or other readers.
+package httpapi
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/go-logr/logr"
+
+	"github.com/switchboard-dev/switchboard/runtime/engine"
+	"github.com/switchboard-dev/switchboard/runtime/eventstore"
+	"github.com/switchboard-dev/switchboard/runtime/protocol"
+)
+
+// Defaults of the Config fields left zero; each matches the flag of the same name in
+// CONTRACT §4 and §5.3.
+const (
+	// DefaultMaxRequestBytes bounds a request body (--max-request-bytes).
+	DefaultMaxRequestBytes = protocol.DefaultMaxRequestBytes
+	// DefaultIdempotencyTTL is how long an Idempotency-Key is remembered
+	// (--idempotency-ttl).
+	DefaultIdempotencyTTL = 24 * time.Hour
+	// DefaultSSEKeepAlive is the idle time after which a stream gets a keep-alive
+	// comment (--sse-keepalive).
+	DefaultSSEKeepAlive = 15 * time.Second
+	// DefaultSSEWriteTimeout bounds each write to a stream (--sse-write-timeout).
+	DefaultSSEWriteTimeout = 30 * time.Second
+)
+
+// Config holds the server's dependencies and limits.
+type Config struct {
+	// Engine accepts new executions and cancels running ones. Required.
+	Engine *engine.Engine
+	// Store is the EventStore the engine records into; status, results, events and
+	// idempotency reservations are read from it. Required.
+	Store eventstore.Store
+	// MaxRequestBytes bounds request bodies; larger ones get 413. Default
+	// DefaultMaxRequestBytes.
+	MaxRequestBytes int64
+	// IdempotencyTTL is how long an Idempotency-Key is remembered. Default
+	// DefaultIdempotencyTTL.
+	IdempotencyTTL time.Duration
+	// SSEKeepAlive is the idle time after which an event stream gets a ": keep-alive"
+	// comment, so that proxies do not time the connection out. Default
+	// DefaultSSEKeepAlive.
+	SSEKeepAlive time.Duration
+	// SSEWriteTimeout bounds each write to an event stream: a reader that does not take
+	// a frame within it is dropped. Default DefaultSSEWriteTimeout.
+	SSEWriteTimeout time.Duration
+	// Logger receives internal errors (whose text never reaches a caller). Default: a
+	// logger that discards.
+	Logger logr.Logger
+	// Now returns the current time, for created_at. Default time.Now.
+	Now func() time.Time
+}
+
+// server is the handler NewServer returns.
+type server struct {
+	engine          *engine.Engine
+	store           eventstore.Store
+	maxRequestBytes int64
+	idempotencyTTL  time.Duration
+	keepAlive       time.Duration
+	writeTimeout    time.Duration
+	log             logr.Logger
+	now             func() time.Time
+	mux             *http.ServeMux
+}
+
+// NewServer returns the HTTP handler of the execution API.
+//
+// Event streams last as long as their executions. To end them on shutdown, give the
+// http.Server a BaseContext that is cancelled when shutdown starts (request contexts
+// derive from it) or close the store; http.Server.Shutdown alone waits for them.
+//
+// Middleware that wraps the http.ResponseWriter must implement Unwrap (see
+// http.ResponseController) and must not compress or buffer text/event-stream: streams
+// flush every frame and bound every write with SSEWriteTimeout through the controller.
+func NewServer(cfg Config) http.Handler {
+	s := &server{
+		engine:          cfg.Engine,
+		store:           cfg.Store,
+		maxRequestBytes: cfg.MaxRequestBytes,
+		idempotencyTTL:  cfg.IdempotencyTTL,
+		keepAlive:       cfg.SSEKeepAlive,
+		writeTimeout:    cfg.SSEWriteTimeout,
+		log:             cfg.Logger,
+		now:             cfg.Now,
+		mux:             http.NewServeMux(),
+	}
+	if s.maxRequestBytes <= 0 {
+		s.maxRequestBytes = DefaultMaxRequestBytes
+	}
+	if s.idempotencyTTL <= 0 {
+		s.idempotencyTTL = DefaultIdempotencyTTL
+	}
+	if s.keepAlive <= 0 {
+		s.keepAlive = DefaultSSEKeepAlive
+	}
+	if s.writeTimeout <= 0 {
+		s.writeTimeout = DefaultSSEWriteTimeout
+	}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	s.routes()
+	return s.mux
+}
