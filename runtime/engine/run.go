@@ -120,6 +120,8 @@ func (e *Engine) attempt(ctx context.Context, x *execution, n int, d *routing.De
 		actx, cancel = context.WithTimeoutCause(ctx, d.AttemptTimeout, errAttemptTimeout)
 	}
 	defer cancel()
+	// Adapters log through logr.FromContextOrDiscard with the attempt's identity.
+	actx = logr.NewContext(actx, log)
 
 	em := &emitter{w: &x.w, ctx: actx, log: log}
 	a := Attempt{ExecutionID: x.id, Number: n, Request: x.req, Deployment: d, CleanupGrace: e.grace}
