@@ -34,6 +34,7 @@ import (
 	"github.com/switchboard-dev/switchboard/runtime/engine"
 	"github.com/switchboard-dev/switchboard/runtime/eventstore"
 	"github.com/switchboard-dev/switchboard/runtime/eventstore/memory"
+	redisstore "github.com/switchboard-dev/switchboard/runtime/eventstore/redis"
 	"github.com/switchboard-dev/switchboard/runtime/httpapi"
 	"github.com/switchboard-dev/switchboard/runtime/routing"
 )
@@ -81,9 +82,9 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.DurationVar(&o.sseWriteTimeout, "sse-write-timeout", httpapi.DefaultSSEWriteTimeout, "Deadline of each event-stream write; a stalled reader is dropped.")
 	fs.DurationVar(&o.cleanupGrace, "cleanup-grace", 10*time.Second, "Longest wait for an adapter's remote cleanup after cancellation or deadline.")
 	fs.IntVar(&o.maxConcurrent, "max-concurrent-executions", 256, "Executions running at once on this replica; more are refused with rate_limited.")
-	fs.StringVar(&o.eventStore, "event-store", "memory", "EventStore implementation: memory.")
-	fs.StringVar(&o.redisURL, "redis-url", "", "Redis URL for --event-store=redis.")
-	fs.DurationVar(&o.retention, "retention", memory.DefaultRetention, "How long terminal executions are kept.")
+	fs.StringVar(&o.eventStore, "event-store", "memory", "EventStore implementation: memory (one replica, lost on restart) or redis (several replicas, restarts).")
+	fs.StringVar(&o.redisURL, "redis-url", "", "Redis URL for --event-store=redis, e.g. redis://redis:6379/0.")
+	fs.DurationVar(&o.retention, "retention", 0, "How long terminal executions are kept (default 1h for memory, 24h for redis).")
 	o.zap.BindFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -94,7 +95,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	if o.idempotencyTTL < 24*time.Hour {
 		return nil, fmt.Errorf("--idempotency-ttl must be at least 24h (CONTRACT §4.1), got %s", o.idempotencyTTL)
 	}
-	if o.maxRequestBytes <= 0 || o.maxConcurrent <= 0 || o.cleanupGrace <= 0 || o.retention <= 0 ||
+	if o.maxRequestBytes <= 0 || o.maxConcurrent <= 0 || o.cleanupGrace <= 0 || o.retention < 0 ||
 		o.sseKeepAlive <= 0 || o.sseWriteTimeout <= 0 {
 		return nil, errors.New("sizes, counts and durations must be positive")
 	}
@@ -110,7 +111,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	log := zap.New(zap.UseFlagOptions(&o.zap))
 	ctrl.SetLogger(log)
 
-	store, err := openStore(o)
+	store, err := openStore(ctx, o)
 	if err != nil {
 		return err
 	}
@@ -153,14 +154,29 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	return runInCluster(ctx, o, holder, api)
 }
 
-func openStore(o *options) (eventstore.Store, error) {
+func openStore(ctx context.Context, o *options) (eventstore.Store, error) {
 	switch o.eventStore {
 	case "memory":
-		return memory.New(memory.WithRetention(o.retention)), nil
+		retention := memory.DefaultRetention
+		if o.retention > 0 {
+			retention = o.retention
+		}
+		return memory.New(memory.WithRetention(retention)), nil
 	case "redis":
-		return nil, errors.New("--event-store=redis is not available in this build yet; use memory")
+		if o.redisURL == "" {
+			return nil, errors.New("--event-store=redis needs --redis-url")
+		}
+		var opts []redisstore.Option
+		if o.retention > 0 {
+			opts = append(opts, redisstore.WithRetention(o.retention))
+		}
+		s, err := redisstore.New(ctx, o.redisURL, opts...)
+		if err != nil {
+			return nil, fmt.Errorf("open redis event store: %w", err)
+		}
+		return s, nil
 	}
-	return nil, fmt.Errorf("--event-store: unknown store %q (want memory)", o.eventStore)
+	return nil, fmt.Errorf("--event-store: unknown store %q (want memory or redis)", o.eventStore)
 }
 
 // runInCluster runs the controller manager; the runtime's HTTP server is one of its

@@ -1,0 +1,324 @@
+package redis
+
+import (
+	"context"
+	"errors"
+	"net"
+	"strconv"
+	"sync"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+)
+
+const (
+	// linger is how long a channel nobody waits on stays subscribed. A reader tailing an
+	// execution leaves and rejoins its channel between events; lingering spares it a
+	// SUBSCRIBE round trip (and Redis the churn) each time.
+	linger = 10 * time.Second
+	// healthInterval is how long the pub/sub connection may stay silent before it is
+	// pinged; a second silent interval counts as a dead connection.
+	healthInterval = 5 * time.Second
+	// commandTimeout bounds one SUBSCRIBE, UNSUBSCRIBE or PING.
+	commandTimeout = 5 * time.Second
+	// maxBackoff bounds the pause between attempts to reconnect to an unreachable Redis.
+	maxBackoff = 2 * time.Second
+)
+
+// hub carries the wake-ups of every blocked Wait and WaitCancel of one Store over a
+// single pub/sub connection, whatever the number of waiters. Blocking each waiter in
+// its own XREAD BLOCK would hold one pooled connection per waiter (an SSE stream is a
+// waiter) and could not be interrupted when its context ends.
+//
+// Each execution has two channels, one announcing appends and one announcing cancel
+// requests and the terminal event; a channel is subscribed while someone waits on it
+// (and for linger after). Messages only say "look again": the state itself is always
+// read from the execution's keys, so a lost message costs latency, never correctness.
+// A waiter checks the state only after its subscription is confirmed, so nothing
+// published after the check can pass it by.
+//
+// When the connection fails (an error, or no answer to a ping), the hub replaces it
+// with a new PubSub and subscribes again to every channel with waiters; each
+// confirmation wakes that channel's waiters, which then re-read the state they might
+// have missed meanwhile. Waiters also re-read it every recheckInterval, which bounds
+// the delay while Redis is unreachable.
+type hub struct {
+	client goredis.UniversalClient
+	done   <-chan struct{}
+	kick   chan struct{} // wakes manage to (un)subscribe
+	wg     sync.WaitGroup
+
+	mu     sync.Mutex
+	ps     *goredis.PubSub // the current connection
+	closed bool            // no new connection may be made
+	topics map[string]*topic
+}
+
+// topic is one channel and its local waiters. Its fields are guarded by hub.mu.
+type topic struct {
+	refs int // waiters that joined and have not left
+	// subscribed: a SUBSCRIBE was sent on the current connection (and no UNSUBSCRIBE
+	// since). pending counts those not yet confirmed: the channel is live only when
+	// subscribed and pending is 0.
+	subscribed bool
+	pending    int
+	ready      chan struct{} // closed once live; replaced when the connection is
+	isReady    bool
+	wake       chan struct{} // closed (and forgotten) on the next message or confirmation
+	messages   uint64        // messages received, so waiters can tell fresh news from old
+	last       uint64        // the latest message's payload as a number (wake channels)
+	idleSince  time.Time     // when refs last dropped to 0
+}
+
+func newHub(client goredis.UniversalClient, done <-chan struct{}) *hub {
+	h := &hub{
+		client: client,
+		done:   done,
+		kick:   make(chan struct{}, 1),
+		ps:     client.Subscribe(context.Background()),
+		topics: make(map[string]*topic),
+	}
+	h.wg.Go(h.receive)
+	h.wg.Go(h.manage)
+	return h
+}
+
+// close closes the connection and waits for the hub's goroutines. The caller has
+// closed done first.
+func (h *hub) close() {
+	h.mu.Lock()
+	h.closed = true
+	ps := h.ps
+	h.mu.Unlock()
+	_ = ps.Close()
+	h.wg.Wait()
+}
+
+// join registers a waiter on channel and returns its topic; the caller must leave it.
+func (h *hub) join(channel string) *topic {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	t := h.topics[channel]
+	if t == nil {
+		t = &topic{ready: make(chan struct{})}
+		h.topics[channel] = t
+	}
+	t.refs++
+	if !t.subscribed {
+		h.poke()
+	}
+	return t
+}
+
+// leave undoes join. The subscription lingers; manage ends it later.
+func (h *hub) leave(t *topic) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	t.refs--
+	if t.refs == 0 {
+		t.idleSince = time.Now()
+	}
+}
+
+// readyChan returns a channel closed once t's subscription is live, and whether it is
+// live already.
+func (h *hub) readyChan(t *topic) (<-chan struct{}, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return t.ready, t.isReady
+}
+
+// watch returns a channel closed at t's next message or confirmation, and what t has
+// received so far.
+func (h *hub) watch(t *topic) (wake <-chan struct{}, messages, last uint64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if t.wake == nil {
+		t.wake = make(chan struct{})
+	}
+	return t.wake, t.messages, t.last
+}
+
+// poke asks manage to bring the subscriptions in line with the topics.
+func (h *hub) poke() {
+	select {
+	case h.kick <- struct{}{}:
+	default:
+	}
+}
+
+// manage is the only goroutine that subscribes and unsubscribes, so those commands
+// reach Redis in the order the topics' bookkeeping assumes.
+func (h *hub) manage() {
+	sweep := time.NewTicker(linger / 2)
+	defer sweep.Stop()
+	for {
+		select {
+		case <-h.done:
+			return
+		case <-h.kick:
+		case <-sweep.C:
+		}
+		h.sync()
+	}
+}
+
+func (h *hub) sync() {
+	now := time.Now()
+	var sub, unsub []string
+	h.mu.Lock()
+	ps := h.ps
+	for channel, t := range h.topics {
+		switch {
+		case t.refs > 0 && !t.subscribed:
+			t.subscribed = true
+			t.pending++
+			sub = append(sub, channel)
+		case t.refs == 0 && t.subscribed && t.pending == 0 && now.Sub(t.idleSince) >= linger:
+			// Forgetting the topic right away is safe: a later join makes a new one,
+			// whose SUBSCRIBE follows this UNSUBSCRIBE on the same connection.
+			unsub = append(unsub, channel)
+			delete(h.topics, channel)
+		case t.refs == 0 && !t.subscribed:
+			// Left behind by a reconnect: nothing to unsubscribe.
+			delete(h.topics, channel)
+		}
+	}
+	h.mu.Unlock()
+	if len(sub) == 0 && len(unsub) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), commandTimeout)
+	defer cancel()
+	var err error
+	if len(unsub) > 0 {
+		err = ps.Unsubscribe(ctx, unsub...)
+	}
+	if err == nil && len(sub) > 0 {
+		err = ps.Subscribe(ctx, sub...)
+	}
+	if err != nil {
+		// receive sees the closed connection and starts over on a new one, which
+		// subscribes again to everything that has waiters.
+		_ = ps.Close()
+	}
+}
+
+// receive reads the current connection and dispatches what arrives; it replaces the
+// connection when it fails.
+func (h *hub) receive() {
+	failures := 0
+	pinged := false
+	for {
+		h.mu.Lock()
+		ps := h.ps
+		h.mu.Unlock()
+		msg, err := ps.ReceiveTimeout(context.Background(), healthInterval)
+		select {
+		case <-h.done:
+			return
+		default:
+		}
+		if err != nil {
+			if isTimeout(err) && !pinged {
+				pinged = true
+				ctx, cancel := context.WithTimeout(context.Background(), commandTimeout)
+				err = ps.Ping(ctx)
+				cancel()
+				if err == nil {
+					continue // the answer arrives as a Pong
+				}
+			}
+			failures++
+			pinged = false
+			h.restart(ps)
+			if !h.pause(failures) {
+				return
+			}
+			continue
+		}
+		failures, pinged = 0, false
+		h.dispatch(msg)
+	}
+}
+
+// restart replaces the failed connection old with a new one, unless that happened
+// already, and has every topic with waiters subscribed again.
+func (h *hub) restart(old *goredis.PubSub) {
+	h.mu.Lock()
+	if h.ps == old && !h.closed {
+		h.ps = h.client.Subscribe(context.Background())
+		for _, t := range h.topics {
+			t.subscribed, t.pending = false, 0
+			// Joiners from now on wait for the new subscription.
+			if t.isReady {
+				t.ready, t.isReady = make(chan struct{}), false
+			}
+		}
+	}
+	h.mu.Unlock()
+	_ = old.Close()
+	h.poke()
+}
+
+// pause sleeps before the next attempt after consecutive failures, so that an
+// unreachable Redis is not dialled in a busy loop. It reports false when the hub closed.
+func (h *hub) pause(failures int) bool {
+	if failures <= 1 {
+		return true
+	}
+	d := min(50*time.Millisecond<<min(failures-2, 8), maxBackoff)
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-h.done:
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+func (h *hub) dispatch(msg any) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	switch m := msg.(type) {
+	case *goredis.Subscription:
+		if m.Kind != "subscribe" {
+			return
+		}
+		t := h.topics[m.Channel]
+		if t == nil {
+			return
+		}
+		if t.pending > 0 {
+			t.pending--
+		}
+		if t.subscribed && t.pending == 0 && !t.isReady {
+			t.isReady = true
+			close(t.ready)
+		}
+		// A confirmation after a reconnect means messages may have been missed.
+		t.broadcast()
+	case *goredis.Message:
+		t := h.topics[m.Channel]
+		if t == nil {
+			return
+		}
+		t.messages++
+		t.last, _ = strconv.ParseUint(m.Payload, 10, 64) // 0 for cancel channel payloads
+		t.broadcast()
+	}
+}
+
+// broadcast wakes every waiter of t. Called with hub.mu held.
+func (t *topic) broadcast() {
+	if t.wake != nil {
+		close(t.wake)
+		t.wake = nil
+	}
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}

@@ -1,0 +1,389 @@
+package redis_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/switchboard-dev/switchboard/runtime/eventstore"
+	redisstore "github.com/switchboard-dev/switchboard/runtime/eventstore/redis"
+	"github.com/switchboard-dev/switchboard/runtime/eventstore/storetest"
+	"github.com/switchboard-dev/switchboard/runtime/protocol"
+)
+
+// retention is short so that the suite's expiry checks run on real time: it checks
+// presence at retention/2 and absence at 1.5×retention, leaving 250ms of slack.
+const retention = 500 * time.Millisecond
+
+// redisURL is the Redis the tests use. CI starts one, so an unreachable Redis fails the
+// tests rather than skipping them.
+func redisURL() string {
+	if u := os.Getenv("SWITCHBOARD_REDIS_URL"); u != "" {
+		return u
+	}
+	return "redis://127.0.0.1:6379/0"
+}
+
+// newPrefix returns a key prefix of the test's own and deletes its keys when the test
+// ends, after the stores registered later are closed.
+func newPrefix(tb testing.TB) string {
+	tb.Helper()
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		tb.Fatal(err)
+	}
+	prefix := "switchboard-test:" + hex.EncodeToString(b[:]) + ":"
+	admin := newClient(tb)
+	tb.Cleanup(func() {
+		ctx := context.Background()
+		iter := admin.Scan(ctx, 0, prefix+"*", 1000).Iterator()
+		var keys []string
+		for iter.Next(ctx) {
+			keys = append(keys, iter.Val())
+		}
+		if err := iter.Err(); err != nil {
+			tb.Errorf("scan test keys: %v", err)
+		}
+		if len(keys) > 0 {
+			if err := admin.Del(ctx, keys...).Err(); err != nil {
+				tb.Errorf("delete test keys: %v", err)
+			}
+		}
+	})
+	return prefix
+}
+
+// newClient returns a client of the test Redis, failing the test if it does not answer.
+func newClient(tb testing.TB, opts ...func(*goredis.Options)) *goredis.Client {
+	tb.Helper()
+	o, err := goredis.ParseURL(redisURL())
+	if err != nil {
+		tb.Fatalf("SWITCHBOARD_REDIS_URL: %v", err)
+	}
+	for _, f := range opts {
+		f(o)
+	}
+	c := goredis.NewClient(o)
+	tb.Cleanup(func() { c.Close() })
+	if err := c.Ping(context.Background()).Err(); err != nil {
+		tb.Fatalf("Redis at %s is unreachable (start redis-server or set SWITCHBOARD_REDIS_URL): %v", redisURL(), err)
+	}
+	return c
+}
+
+// open returns a Store made by New on prefix, closed when the test ends.
+func open(tb testing.TB, prefix string, opts ...redisstore.Option) *redisstore.Store {
+	tb.Helper()
+	opts = append([]redisstore.Option{redisstore.WithKeyPrefix(prefix), redisstore.WithRetention(retention)}, opts...)
+	s, err := redisstore.New(context.Background(), redisURL(), opts...)
+	if err != nil {
+		tb.Fatalf("Redis at %s is unreachable (start redis-server or set SWITCHBOARD_REDIS_URL): %v", redisURL(), err)
+	}
+	tb.Cleanup(func() { s.Close() })
+	return s
+}
+
+// openPeer returns a second replica's Store on prefix: its own client, through
+// NewFromClient.
+func openPeer(tb testing.TB, prefix string) *redisstore.Store {
+	tb.Helper()
+	s, err := redisstore.NewFromClient(newClient(tb), redisstore.WithKeyPrefix(prefix), redisstore.WithRetention(retention))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { s.Close() })
+	return s
+}
+
+func TestConformance(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) storetest.Harness {
+		prefix := newPrefix(t)
+		return storetest.Harness{
+			Store:     open(t, prefix),
+			Peer:      openPeer(t, prefix),
+			Retention: retention,
+			Advance:   time.Sleep,
+		}
+	})
+}
+
+// TestSurvivesRestart checks that a Store opened after another one closed (a replica
+// restart) sees everything the first one wrote.
+func TestSurvivesRestart(t *testing.T) {
+	ctx := t.Context()
+	prefix := newPrefix(t)
+	rec := eventstore.Record{ID: "exe_restart", CreatedAt: at(0), Info: json.RawMessage(`{"ability":"chat"}`)}
+	evs := []protocol.Event{
+		event(rec.ID, 1, protocol.EventAccepted, `{"ability":"chat"}`),
+		event(rec.ID, 2, protocol.EventOutputDelta, `{"index":0,"type":"text","text":"hi"}`),
+	}
+	before := open(t, prefix)
+	if err := before.Create(ctx, rec); err != nil {
+		t.Fatal(err)
+	}
+	for _, ev := range evs {
+		if err := before.Append(ctx, ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := before.RequestCancel(ctx, rec.ID); err != nil {
+		t.Fatal(err)
+	}
+	before.Close()
+
+	after := open(t, prefix)
+	st, err := after.Get(ctx, rec.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := eventstore.Status{Record: rec, LastSequence: 2, UpdatedAt: evs[1].Timestamp, CancelRequested: true}
+	if !st.CreatedAt.Equal(want.CreatedAt) || !st.UpdatedAt.Equal(want.UpdatedAt) || st.LastSequence != 2 ||
+		st.Terminal || !st.CancelRequested || string(st.Info) != string(rec.Info) {
+		t.Errorf("Get after restart: %+v, want %+v", st, want)
+	}
+	got, err := after.Read(ctx, rec.ID, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got[1].Sequence != 2 || string(got[1].Data) != string(evs[1].Data) {
+		t.Errorf("Read after restart: %+v", got)
+	}
+	if err := after.Append(ctx, event(rec.ID, 3, protocol.EventFailed, `{}`)); err != nil {
+		t.Errorf("Append 3 after restart: %v", err)
+	}
+}
+
+// TestKeysAndExpiry checks the documented layout: an execution's keys share its hash
+// tag, a running execution carries the orphan ttl, a terminal one the retention, and a
+// nil payload stays nil.
+func TestKeysAndExpiry(t *testing.T) {
+	ctx := t.Context()
+	prefix := newPrefix(t)
+	admin := newClient(t)
+	s := open(t, prefix, redisstore.WithRetention(time.Hour), redisstore.WithOrphanTTL(48*time.Hour))
+	const id = "exe_keys"
+	if err := s.Create(ctx, eventstore.Record{ID: id}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Append(ctx, protocol.Event{ExecutionID: id, Sequence: 1, Type: protocol.EventAccepted}); err != nil {
+		t.Fatal(err)
+	}
+	meta, stream := prefix+"{"+id+"}:meta", prefix+"{"+id+"}:events"
+	assertTTL := func(key string, want time.Duration) {
+		t.Helper()
+		ttl, err := admin.PTTL(ctx, key).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ttl <= want-time.Minute || ttl > want {
+			t.Errorf("PTTL %s = %v, want about %v", key, ttl, want)
+		}
+	}
+	assertTTL(meta, 48*time.Hour)
+	assertTTL(stream, 48*time.Hour)
+
+	got, err := s.Read(ctx, id, 0, 0)
+	if err != nil || len(got) != 1 || got[0].Data != nil {
+		t.Errorf("Read of an event without data: %+v, %v; want one event with nil Data", got, err)
+	}
+	st, err := s.Get(ctx, id)
+	if err != nil || st.Info != nil || !st.CreatedAt.IsZero() {
+		t.Errorf("Get of a record without info: %+v, %v; want nil Info and zero CreatedAt", st, err)
+	}
+
+	if err := s.Append(ctx, protocol.Event{ExecutionID: id, Sequence: 2, Type: protocol.EventCompleted}); err != nil {
+		t.Fatal(err)
+	}
+	assertTTL(meta, time.Hour)
+	assertTTL(stream, time.Hour)
+
+	if _, _, err := s.Reserve(ctx, "k1", eventstore.Reservation{ExecutionID: id}, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	assertTTL(prefix+"idem:k1", time.Minute)
+	existing, reserved, err := s.Reserve(ctx, "k1", eventstore.Reservation{ExecutionID: "other"}, time.Minute)
+	if err != nil || reserved || existing.ExecutionID != id || existing.Response != nil {
+		t.Errorf("Reserve again: %+v, %v, %v; want the first reservation with nil Response", existing, reserved, err)
+	}
+
+	keys, err := admin.Keys(ctx, prefix+"*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(keys) != 3 {
+		t.Errorf("keys under the prefix: %q, want meta, events and one reservation", keys)
+	}
+}
+
+// TestWaitersSurvivePubSubLoss kills the Store's pub/sub connection under blocked
+// waiters: the Store must reconnect and still wake them.
+func TestWaitersSurvivePubSubLoss(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	prefix := newPrefix(t)
+	name := strings.TrimSuffix(strings.ReplaceAll(prefix, ":", "-"), "-")
+	s := open(t, prefix, redisstore.WithClientOptions(func(o *goredis.Options) { o.ClientName = name }))
+	peer := openPeer(t, prefix)
+	admin := newClient(t)
+
+	const id = "exe_reconnect"
+	if err := s.Create(ctx, eventstore.Record{ID: id}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Append(ctx, event(id, 1, protocol.EventAccepted, `{}`)); err != nil {
+		t.Fatal(err)
+	}
+	wait := make(chan error, 1)
+	go func() { wait <- s.Wait(ctx, id, 1) }()
+	waitCancel := make(chan error, 1)
+	go func() { waitCancel <- s.WaitCancel(ctx, id) }()
+
+	// Kill the connection once it carries the subscriptions.
+	killed := 0
+	for killed == 0 && ctx.Err() == nil {
+		time.Sleep(20 * time.Millisecond)
+		list, err := admin.ClientList(ctx).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for line := range strings.SplitSeq(list, "\n") {
+			if !strings.Contains(line, " name="+name+" ") || !strings.Contains(line, " sub=2 ") {
+				continue
+			}
+			clientID, _, _ := strings.Cut(strings.TrimPrefix(line, "id="), " ")
+			if err := admin.Do(ctx, "CLIENT", "KILL", "ID", clientID).Err(); err != nil {
+				t.Fatal(err)
+			}
+			killed++
+		}
+	}
+	if killed == 0 {
+		t.Fatal("found no pub/sub connection of the Store to kill")
+	}
+	// Give the Store time to notice and subscribe again on a new connection.
+	time.Sleep(100 * time.Millisecond)
+
+	if err := peer.Append(ctx, event(id, 2, protocol.EventOutputDelta, `{}`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-wait; err != nil {
+		t.Errorf("Wait after losing pub/sub: %v", err)
+	}
+	if err := peer.RequestCancel(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-waitCancel; err != nil {
+		t.Errorf("WaitCancel after losing pub/sub: %v", err)
+	}
+}
+
+func TestConstructors(t *testing.T) {
+	ctx := t.Context()
+	if _, err := redisstore.New(ctx, "redis://127.0.0.1:1/0", redisstore.WithClientOptions(func(o *goredis.Options) {
+		o.MaxRetries, o.DialerRetries = -1, 1
+	})); err == nil {
+		t.Error("New with an unreachable Redis: no error")
+	}
+	if _, err := redisstore.New(ctx, "http://localhost"); err == nil {
+		t.Error("New with a bad url: no error")
+	}
+	client := newClient(t)
+	if _, err := redisstore.NewFromClient(client, redisstore.WithKeyPrefix("a{b}:")); !errors.Is(err, eventstore.ErrInvalid) {
+		t.Errorf("NewFromClient with braces in the prefix: got %v, want ErrInvalid", err)
+	}
+	s, err := redisstore.NewFromClient(client, redisstore.WithKeyPrefix(newPrefix(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := client.Ping(ctx).Err(); err != nil {
+		t.Errorf("Close closed a client it does not own: %v", err)
+	}
+}
+
+func at(ms int) time.Time {
+	return time.Date(2026, 12, 2, 13, 0, 0, 0, time.UTC).Add(time.Duration(ms) * time.Millisecond)
+}
+
+func event(id string, seq uint64, typ protocol.EventType, data string) protocol.Event {
+	return protocol.Event{ExecutionID: id, Sequence: seq, Timestamp: at(int(seq)), Type: typ, Data: json.RawMessage(data)}
+}
+
+// completed returns the events of a typical completed text execution: 20 events
+// carrying 1 KiB of output text in total.
+func completed(id string) []protocol.Event {
+	evs := []protocol.Event{
+		event(id, 1, protocol.EventAccepted, `{"ability":"chat","deadline_at":"2026-12-02T13:01:00Z"}`),
+		event(id, 2, protocol.EventRouteSelected, `{"attempt":1,"deployment":"ai/gpt-4o-mini","provider":"openai","model":"gpt-4o-mini"}`),
+	}
+	text := strings.Repeat("0123456789abcdef", 4)
+	for i := range 16 {
+		evs = append(evs, event(id, uint64(i)+3, protocol.EventOutputDelta, fmt.Sprintf(`{"index":%d,"type":"text","text":%q}`, i, text)))
+	}
+	return append(evs,
+		event(id, 19, protocol.EventUsageReported, `{"usage":[]}`),
+		event(id, 20, protocol.EventCompleted, `{"finish_reason":"stop"}`),
+	)
+}
+
+func BenchmarkAppend(b *testing.B) {
+	ctx := context.Background()
+	s := open(b, newPrefix(b), redisstore.WithRetention(time.Second))
+	const perExecution = 1000
+	ev := completed("")[2] // an output.delta
+	var id string
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		seq := uint64(i%perExecution) + 1
+		if seq == 1 {
+			// Executions end and expire so that Redis does not grow with b.N.
+			if id != "" {
+				b.StopTimer()
+				ev := protocol.Event{ExecutionID: id, Sequence: perExecution + 1, Type: protocol.EventCompleted}
+				if err := s.Append(ctx, ev); err != nil {
+					b.Fatal(err)
+				}
+				b.StartTimer()
+			}
+			id = fmt.Sprintf("exe_%d", i)
+			if err := s.Create(ctx, eventstore.Record{ID: id}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		ev.ExecutionID, ev.Sequence = id, seq
+		if err := s.Append(ctx, ev); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkRead20(b *testing.B) {
+	ctx := context.Background()
+	s := open(b, newPrefix(b), redisstore.WithRetention(time.Hour))
+	if err := s.Create(ctx, eventstore.Record{ID: "exe_1"}); err != nil {
+		b.Fatal(err)
+	}
+	for _, ev := range completed("exe_1") {
+		if err := s.Append(ctx, ev); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		evs, err := s.Read(ctx, "exe_1", 0, 20)
+		if err != nil || len(evs) != 20 {
+			b.Fatalf("Read: %d events, %v", len(evs), err)
+		}
+	}
+}

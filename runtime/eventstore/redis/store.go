@@ -1,0 +1,519 @@
+// Package redis is the eventstore.Store for several replicas and restarts (CONTRACT §11):
+// every replica opens the same Redis, so any of them serves an execution's events,
+// status and cancellation while another one runs it, and a restarted replica finds
+// everything where it was.
+//
+// # Layout
+//
+// All keys start with the key prefix (default "switchboard:"). An execution's keys
+// share the hash tag {<id>}, so they live in one Redis Cluster slot and one Lua script
+// may touch them all:
+//
+//	<prefix>{<id>}:meta     hash: created_at, updated_at, last_sequence, info,
+//	                        terminal, cancel_requested
+//	<prefix>{<id>}:events   stream: one entry per event, id <sequence>-0,
+//	                        fields type, timestamp, data
+//	<prefix>idem:<key>      hash: an idempotency reservation, expiring with its ttl
+//
+// and two pub/sub channels wake blocked callers: <prefix>{<id>}:wake (payload: the
+// appended sequence) and <prefix>{<id>}:cancel (payload: "cancel" or "terminal").
+//
+// # Consistency
+//
+// Create, Append, Read, RequestCancel, Reserve and Release are each one Lua script:
+// check and write in one atomic step, whichever replica calls. Append checks that the
+// execution exists, is not terminal and that the sequence is the next one, then adds
+// the stream entry, updates the meta hash and publishes the wake-up; the explicit
+// entry id makes Redis itself keep the stream ordered by sequence. Times are stored as
+// RFC 3339 text with nanoseconds, so they read back as the same instants.
+//
+// # Expiry
+//
+// The terminal event sets the retention (default 24h) on the execution's keys with
+// PEXPIRE; Redis removes them when it ends. An execution that never gets its terminal
+// event (its replica crashed, say) would otherwise stay forever, so every write to a
+// running execution also sets a long orphan ttl (default 7 days, see WithOrphanTTL):
+// a running execution disappears only after that long without any event. Reservations
+// expire by their own ttl. Durability is Redis's: executions outlive a restart of Redis
+// itself only if it persists (AOF or RDB).
+//
+// # Waiting
+//
+// Wait and WaitCancel block on pub/sub, multiplexed over one connection per Store (see
+// hub), never on a pooled connection: they return as soon as their context ends or the
+// Store is closed. WaitCancel ends on the terminal event because the append of a
+// terminal event also publishes on the cancel channel.
+package redis
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/switchboard-dev/switchboard/runtime/eventstore"
+	"github.com/switchboard-dev/switchboard/runtime/protocol"
+)
+
+const (
+	// DefaultRetention is how long a terminal execution is kept (CONTRACT §11).
+	DefaultRetention = 24 * time.Hour
+	// DefaultKeyPrefix starts every key and channel of the store.
+	DefaultKeyPrefix = "switchboard:"
+	// DefaultOrphanTTL is how long a running execution is kept after its last event.
+	DefaultOrphanTTL = 7 * 24 * time.Hour
+
+	// recheckInterval is how often a blocked Wait or WaitCancel reads the state even
+	// without a wake-up: the bound on its delay while pub/sub is broken, and how it
+	// learns that an execution was removed.
+	recheckInterval = 2 * time.Second
+)
+
+// Option configures a Store.
+type Option func(*config)
+
+type config struct {
+	prefix     string
+	retention  time.Duration
+	orphanTTL  time.Duration
+	clientOpts []func(*goredis.Options)
+}
+
+// WithKeyPrefix sets the prefix of every key and channel (default DefaultKeyPrefix), so
+// that several installations can share one Redis. It must not contain '{' or '}',
+// which would change the keys' cluster hash slot.
+func WithKeyPrefix(prefix string) Option {
+	return func(c *config) { c.prefix = prefix }
+}
+
+// WithRetention sets how long a terminal execution is kept after its terminal event
+// (default DefaultRetention). A negative d is treated as 0: removed at once.
+func WithRetention(d time.Duration) Option {
+	return func(c *config) { c.retention = max(d, 0) }
+}
+
+// WithOrphanTTL sets how long a running execution is kept after its last event or its
+// creation (default DefaultOrphanTTL); d <= 0 keeps it until it ends. It only matters
+// for executions whose replica died before their terminal event: set it well above the
+// longest execution deadline.
+func WithOrphanTTL(d time.Duration) Option {
+	return func(c *config) { c.orphanTTL = max(d, 0) }
+}
+
+// WithClientOptions adjusts the options of the client New makes, after those parsed
+// from the URL (pool size, timeouts, TLS, …). NewFromClient ignores it.
+func WithClientOptions(f func(*goredis.Options)) Option {
+	return func(c *config) { c.clientOpts = append(c.clientOpts, f) }
+}
+
+// Store is the Redis eventstore.Store. Create it with New or NewFromClient and release
+// it with Close.
+type Store struct {
+	client goredis.UniversalClient
+	owned  bool // Close closes client
+	prefix string
+	// Script arguments, formatted once.
+	retentionMS string
+	orphanMS    string
+	hub         *hub
+
+	closed    chan struct{} // closed by Close, wakes every waiter
+	isClosed  atomic.Bool
+	closeOnce sync.Once
+}
+
+var _ eventstore.Store = (*Store)(nil)
+
+// New connects to the Redis at url (redis://, rediss:// or unix://, as go-redis
+// ParseURL reads it), checks that it answers, and returns a Store that owns the client.
+// For Sentinel or Cluster, make the client yourself and use NewFromClient.
+func New(ctx context.Context, url string, opts ...Option) (*Store, error) {
+	c := newConfig(opts)
+	ropts, err := goredis.ParseURL(url)
+	if err != nil {
+		return nil, fmt.Errorf("parse redis url: %w", err)
+	}
+	for _, f := range c.clientOpts {
+		f(ropts)
+	}
+	client := goredis.NewClient(ropts)
+	if err := client.Ping(ctx).Err(); err != nil {
+		_ = client.Close()
+		return nil, fmt.Errorf("ping redis at %s: %w", ropts.Addr, err)
+	}
+	s, err := newStore(client, c)
+	if err != nil {
+		_ = client.Close()
+		return nil, err
+	}
+	s.owned = true
+	return s, nil
+}
+
+// NewFromClient returns a Store on an existing client (a single node, a failover
+// client or a cluster), which Close leaves open.
+func NewFromClient(client goredis.UniversalClient, opts ...Option) (*Store, error) {
+	return newStore(client, newConfig(opts))
+}
+
+func newConfig(opts []Option) config {
+	c := config{prefix: DefaultKeyPrefix, retention: DefaultRetention, orphanTTL: DefaultOrphanTTL}
+	for _, o := range opts {
+		o(&c)
+	}
+	return c
+}
+
+func newStore(client goredis.UniversalClient, c config) (*Store, error) {
+	if strings.ContainsAny(c.prefix, "{}") {
+		return nil, fmt.Errorf("redis key prefix %q: braces would change the hash slot: %w", c.prefix, eventstore.ErrInvalid)
+	}
+	s := &Store{
+		client:      client,
+		prefix:      c.prefix,
+		retentionMS: strconv.FormatInt(millis(c.retention), 10),
+		orphanMS:    strconv.FormatInt(millis(c.orphanTTL), 10),
+		closed:      make(chan struct{}),
+	}
+	s.hub = newHub(client, s.closed)
+	return s, nil
+}
+
+// Key and channel names. The hash tag keeps an execution's keys in one slot.
+
+func (s *Store) metaKey(id string) string       { return s.prefix + "{" + id + "}:meta" }
+func (s *Store) streamKey(id string) string     { return s.prefix + "{" + id + "}:events" }
+func (s *Store) wakeChannel(id string) string   { return s.prefix + "{" + id + "}:wake" }
+func (s *Store) cancelChannel(id string) string { return s.prefix + "{" + id + "}:cancel" }
+func (s *Store) reservationKey(k string) string { return s.prefix + "idem:" + k }
+
+// Create implements eventstore.Store.
+func (s *Store) Create(ctx context.Context, rec eventstore.Record) error {
+	if rec.ID == "" {
+		return fmt.Errorf("create execution: empty id: %w", eventstore.ErrInvalid)
+	}
+	if s.isClosed.Load() {
+		return eventstore.ErrClosed
+	}
+	args := []any{formatTime(rec.CreatedAt), s.orphanMS}
+	if rec.Info != nil {
+		args = append(args, []byte(rec.Info))
+	}
+	created, err := createScript.Run(ctx, s.client, []string{s.metaKey(rec.ID), s.streamKey(rec.ID)}, args...).Int()
+	if err != nil {
+		return s.fail(err, "create execution %s", rec.ID)
+	}
+	if created == 0 {
+		return fmt.Errorf("create execution %s: %w", rec.ID, eventstore.ErrExists)
+	}
+	return nil
+}
+
+// Append implements eventstore.Store.
+func (s *Store) Append(ctx context.Context, ev protocol.Event) error {
+	if ev.ExecutionID == "" || ev.Type == "" {
+		return fmt.Errorf("append event: empty execution id or type: %w", eventstore.ErrInvalid)
+	}
+	if s.isClosed.Load() {
+		return eventstore.ErrClosed
+	}
+	id := ev.ExecutionID
+	terminal := "0"
+	if ev.Type.Terminal() {
+		terminal = "1"
+	}
+	args := make([]any, 0, 9)
+	args = append(args, strconv.FormatUint(ev.Sequence, 10), string(ev.Type), formatTime(ev.Timestamp),
+		terminal, s.retentionMS, s.orphanMS, s.wakeChannel(id), s.cancelChannel(id))
+	if ev.Data != nil {
+		args = append(args, []byte(ev.Data))
+	}
+	code, err := appendScript.Run(ctx, s.client, []string{s.metaKey(id), s.streamKey(id)}, args...).Int64()
+	switch {
+	case err != nil:
+		return s.fail(err, "append to %s", id)
+	case code == -1:
+		return notFound(id)
+	case code == -2:
+		return fmt.Errorf("append to %s: %w", id, eventstore.ErrTerminated)
+	case code > 0:
+		return fmt.Errorf("append to %s: sequence %d, next is %d: %w", id, ev.Sequence, code, eventstore.ErrSequence)
+	}
+	return nil
+}
+
+// Get implements eventstore.Store.
+func (s *Store) Get(ctx context.Context, id string) (eventstore.Status, error) {
+	if s.isClosed.Load() {
+		return eventstore.Status{}, eventstore.ErrClosed
+	}
+	vals, err := s.client.HMGet(ctx, s.metaKey(id),
+		"last_sequence", "created_at", "updated_at", "terminal", "cancel_requested", "info").Result()
+	if err != nil {
+		return eventstore.Status{}, s.fail(err, "get execution %s", id)
+	}
+	last, ok := vals[0].(string)
+	if !ok {
+		return eventstore.Status{}, notFound(id)
+	}
+	st := eventstore.Status{
+		Record:          eventstore.Record{ID: id},
+		Terminal:        vals[3] != nil,
+		CancelRequested: vals[4] != nil,
+	}
+	if info, ok := vals[5].(string); ok {
+		st.Info = json.RawMessage(info)
+	}
+	if st.LastSequence, err = strconv.ParseUint(last, 10, 64); err == nil {
+		if st.CreatedAt, err = parseTime(vals[1]); err == nil {
+			st.UpdatedAt, err = parseTime(vals[2])
+		}
+	}
+	if err != nil {
+		return eventstore.Status{}, fmt.Errorf("get execution %s: corrupt meta hash: %w", id, err)
+	}
+	return st, nil
+}
+
+// Read implements eventstore.Store.
+func (s *Store) Read(ctx context.Context, id string, after uint64, limit int) ([]protocol.Event, error) {
+	if s.isClosed.Load() {
+		return nil, eventstore.ErrClosed
+	}
+	if after == math.MaxUint64 {
+		// No sequence can follow: only the existence check is left.
+		n, err := s.client.Exists(ctx, s.metaKey(id)).Result()
+		switch {
+		case err != nil:
+			return nil, s.fail(err, "read %s", id)
+		case n == 0:
+			return nil, notFound(id)
+		}
+		return nil, nil
+	}
+	first := strconv.FormatUint(after+1, 10) + "-0"
+	count := "0"
+	if limit > 0 {
+		count = strconv.Itoa(limit)
+	}
+	reply, err := readScript.Run(ctx, s.client, []string{s.metaKey(id), s.streamKey(id)}, first, count).Slice()
+	if errors.Is(err, goredis.Nil) {
+		return nil, notFound(id)
+	}
+	if err != nil {
+		return nil, s.fail(err, "read %s", id)
+	}
+	evs, err := decodeEvents(id, reply)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", id, err)
+	}
+	return evs, nil
+}
+
+// Wait implements eventstore.Store.
+func (s *Store) Wait(ctx context.Context, id string, after uint64) error {
+	if s.isClosed.Load() {
+		return eventstore.ErrClosed
+	}
+	check := func(ctx context.Context) (bool, error) {
+		vals, err := s.client.HMGet(ctx, s.metaKey(id), "last_sequence", "terminal").Result()
+		if err != nil {
+			return true, s.fail(err, "wait on %s", id)
+		}
+		last, ok := vals[0].(string)
+		if !ok {
+			return true, notFound(id)
+		}
+		n, err := strconv.ParseUint(last, 10, 64)
+		switch {
+		case err != nil:
+			return true, fmt.Errorf("wait on %s: corrupt meta hash: %w", id, err)
+		case n > after:
+			return true, nil
+		case vals[1] != nil:
+			return true, fmt.Errorf("wait on %s after %d: %w", id, after, eventstore.ErrTerminated)
+		}
+		return false, nil
+	}
+	// A wake-up announcing a sequence past the cursor answers without a round trip.
+	announced := func(last uint64) bool { return last > after }
+	return s.block(ctx, s.wakeChannel(id), check, announced)
+}
+
+// RequestCancel implements eventstore.Store.
+func (s *Store) RequestCancel(ctx context.Context, id string) error {
+	if s.isClosed.Load() {
+		return eventstore.ErrClosed
+	}
+	code, err := cancelScript.Run(ctx, s.client, []string{s.metaKey(id)}, s.cancelChannel(id)).Int()
+	switch {
+	case err != nil:
+		return s.fail(err, "cancel %s", id)
+	case code == -1:
+		return notFound(id)
+	case code == -2:
+		return fmt.Errorf("cancel %s: %w", id, eventstore.ErrTerminated)
+	}
+	return nil
+}
+
+// WaitCancel implements eventstore.Store.
+func (s *Store) WaitCancel(ctx context.Context, id string) error {
+	if s.isClosed.Load() {
+		return eventstore.ErrClosed
+	}
+	check := func(ctx context.Context) (bool, error) {
+		vals, err := s.client.HMGet(ctx, s.metaKey(id), "last_sequence", "cancel_requested", "terminal").Result()
+		switch {
+		case err != nil:
+			return true, s.fail(err, "wait for cancel of %s", id)
+		case vals[0] == nil:
+			return true, notFound(id)
+		case vals[1] != nil:
+			return true, nil
+		case vals[2] != nil:
+			return true, fmt.Errorf("wait for cancel of %s: %w", id, eventstore.ErrTerminated)
+		}
+		return false, nil
+	}
+	return s.block(ctx, s.cancelChannel(id), check, nil)
+}
+
+// block waits on channel until check reports done. check reads the state from Redis;
+// announced, if not nil, may answer from a wake-up's payload instead.
+func (s *Store) block(ctx context.Context, channel string, check func(context.Context) (bool, error), announced func(last uint64) bool) error {
+	t := s.hub.join(channel)
+	defer s.hub.leave(t)
+	timer := time.NewTimer(recheckInterval)
+	defer timer.Stop()
+
+	if ready, live := s.hub.readyChan(t); !live {
+		// Most calls need not wait at all: answer those before subscribing.
+		if done, err := s.checkNow(ctx, check); done {
+			return err
+		}
+		// Only a check made once the subscription is live cannot miss a wake-up. If
+		// it does not come in time (Redis unreachable), polling takes over.
+		select {
+		case <-ready:
+		case <-timer.C:
+			timer.Reset(recheckInterval)
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-s.closed:
+			return eventstore.ErrClosed
+		}
+	}
+
+	first := true
+	var seen uint64 // messages t had received at the last check
+	for {
+		wake, messages, last := s.hub.watch(t)
+		if !first && messages != seen && announced != nil && announced(last) {
+			return nil
+		}
+		first, seen = false, messages
+		if done, err := s.checkNow(ctx, check); done {
+			return err
+		}
+		select {
+		case <-wake:
+		case <-timer.C:
+			timer.Reset(recheckInterval)
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-s.closed:
+			return eventstore.ErrClosed
+		}
+	}
+}
+
+// checkNow runs check, reporting the end of ctx as such rather than as a Redis error.
+func (s *Store) checkNow(ctx context.Context, check func(context.Context) (bool, error)) (bool, error) {
+	done, err := check(ctx)
+	if err != nil && ctx.Err() != nil {
+		return true, ctx.Err()
+	}
+	return done, err
+}
+
+// Reserve implements eventstore.Store.
+func (s *Store) Reserve(ctx context.Context, key string, r eventstore.Reservation, ttl time.Duration) (eventstore.Reservation, bool, error) {
+	if key == "" || ttl <= 0 {
+		return eventstore.Reservation{}, false, fmt.Errorf("reserve: empty key or ttl %v: %w", ttl, eventstore.ErrInvalid)
+	}
+	if s.isClosed.Load() {
+		return eventstore.Reservation{}, false, eventstore.ErrClosed
+	}
+	args := []any{millis(ttl), r.Fingerprint, r.ExecutionID, formatTime(r.CreatedAt)}
+	if r.Response != nil {
+		args = append(args, []byte(r.Response))
+	}
+	reply, err := reserveScript.Run(ctx, s.client, []string{s.reservationKey(key)}, args...).Result()
+	if err != nil {
+		return eventstore.Reservation{}, false, s.fail(err, "reserve %s", key)
+	}
+	if n, ok := reply.(int64); ok && n == 1 {
+		r.Response = bytes.Clone(r.Response)
+		return r, true, nil
+	}
+	existing, err := decodeReservation(reply)
+	if err != nil {
+		return eventstore.Reservation{}, false, fmt.Errorf("reserve %s: %w", key, err)
+	}
+	return existing, false, nil
+}
+
+// Release implements eventstore.Store.
+func (s *Store) Release(ctx context.Context, key, executionID string) error {
+	if s.isClosed.Load() {
+		return eventstore.ErrClosed
+	}
+	if err := releaseScript.Run(ctx, s.client, []string{s.reservationKey(key)}, executionID).Err(); err != nil {
+		return s.fail(err, "release %s", key)
+	}
+	return nil
+}
+
+// Close implements eventstore.Store. It wakes blocked callers, closes the pub/sub
+// connection and, if New made the client, the client. The data stays in Redis.
+func (s *Store) Close() error {
+	var err error
+	s.closeOnce.Do(func() {
+		s.isClosed.Store(true)
+		close(s.closed)
+		s.hub.close()
+		if s.owned {
+			err = s.client.Close()
+		}
+	})
+	return err
+}
+
+// fail wraps a Redis error with its operation, reporting a call cut short by Close as
+// ErrClosed.
+func (s *Store) fail(err error, format string, args ...any) error {
+	if s.isClosed.Load() || errors.Is(err, goredis.ErrClosed) {
+		return eventstore.ErrClosed
+	}
+	return fmt.Errorf(format+": %w", append(args, err)...)
+}
+
+func notFound(id string) error {
+	return fmt.Errorf("execution %s: %w", id, eventstore.ErrNotFound)
+}
+
+// millis converts d to whole milliseconds for PEXPIRE, rounding up so that a positive
+// duration never becomes 0 (which would delete the key at once).
+func millis(d time.Duration) int64 {
+	return int64((d + time.Millisecond - 1) / time.Millisecond)
+}
