@@ -92,30 +92,6 @@ type Accepted struct {
 	Replayed bool `json:"-"`
 }
 
-// Route is the deployment an execution's current or last attempt runs on.
-type Route struct {
-	Deployment string `json:"deployment"`
-	Provider   string `json:"provider"`
-	Model      string `json:"model"`
-}
-
-// Status is an execution's status (GET /v1/executions/{id}, CONTRACT §4.2). It mirrors
-// the server's engine.ExecutionStatus so that the client does not depend on the engine
-// and its dependencies; fields a newer server adds are ignored.
-type Status struct {
-	ID           string            `json:"id"`
-	Ability      string            `json:"ability"`
-	Status       protocol.Status   `json:"status"`
-	CreatedAt    time.Time         `json:"created_at"`
-	UpdatedAt    time.Time         `json:"updated_at"`
-	DeadlineAt   time.Time         `json:"deadline_at"`
-	LastSequence uint64            `json:"last_sequence"`
-	Attempts     int               `json:"attempts"`
-	Route        *Route            `json:"route,omitempty"`
-	Error        *protocol.Error   `json:"error,omitempty"`
-	Metadata     map[string]string `json:"metadata,omitempty"`
-}
-
 // SubmitOption configures one Submit call.
 type SubmitOption func(*submitConfig)
 
@@ -175,12 +151,12 @@ func sfString(key string) string {
 }
 
 // Get returns the execution's status.
-func (c *Client) Get(ctx context.Context, id string) (*Status, error) {
+func (c *Client) Get(ctx context.Context, id string) (*protocol.ExecutionStatus, error) {
 	hreq, err := c.newRequest(ctx, http.MethodGet, executionPath(id), nil)
 	if err != nil {
 		return nil, err
 	}
-	var st Status
+	var st protocol.ExecutionStatus
 	if _, err := c.doJSON(hreq, &st, http.StatusOK); err != nil {
 		return nil, err
 	}
@@ -204,12 +180,12 @@ func (c *Client) Result(ctx context.Context, id string) (*protocol.Snapshot, err
 // Cancel asks the runtime to cancel the execution and returns its status. Cancelling a
 // terminal execution is a no-op that returns its final status. Cancellation is
 // asynchronous: the execution ends with execution.failed (code cancelled) shortly after.
-func (c *Client) Cancel(ctx context.Context, id string) (*Status, error) {
+func (c *Client) Cancel(ctx context.Context, id string) (*protocol.ExecutionStatus, error) {
 	hreq, err := c.newRequest(ctx, http.MethodPost, executionPath(id)+"/cancel", nil)
 	if err != nil {
 		return nil, err
 	}
-	var st Status
+	var st protocol.ExecutionStatus
 	if _, err := c.doJSON(hreq, &st, http.StatusOK, http.StatusAccepted); err != nil {
 		return nil, err
 	}

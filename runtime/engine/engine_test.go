@@ -94,11 +94,11 @@ func TestHappyPath(t *testing.T) {
 		t.Fatal(err)
 	}
 	st := engine.StatusOf(rec, evs)
-	wantStatus := engine.ExecutionStatus{
+	wantStatus := protocol.ExecutionStatus{
 		ID: acc.ID, Ability: "chat", Status: protocol.StatusCompleted,
 		CreatedAt: acc.CreatedAt, UpdatedAt: evs[len(evs)-1].Timestamp, DeadlineAt: acc.DeadlineAt,
 		LastSequence: uint64(len(evs)), Attempts: 1,
-		Route:    &engine.RouteStatus{Deployment: "ai/a", Provider: "fake", Model: "a-model"},
+		Route:    &protocol.RouteStatus{Deployment: "ai/a", Provider: "fake", Model: "a-model"},
 		Metadata: map[string]string{"team": "search"},
 	}
 	if diff := cmp.Diff(wantStatus, st); diff != "" {

@@ -36,13 +36,13 @@ func TestStatusOf(t *testing.T) {
 	cancelled := protocol.NewError(protocol.CodeCancelled, "the execution was cancelled")
 	failed := ev(5, protocol.EventFailed, protocol.FailedData{Error: cancelled})
 	completed := ev(5, protocol.EventCompleted, protocol.CompletedData{FinishReason: "stop"})
-	routeB := &engine.RouteStatus{Deployment: "ai/b", Provider: "anthropic", Model: "m-b"}
+	routeB := &protocol.RouteStatus{Deployment: "ai/b", Provider: "anthropic", Model: "m-b"}
 
-	base := engine.ExecutionStatus{
+	base := protocol.ExecutionStatus{
 		ID: id, Ability: "chat", Status: protocol.StatusAccepted, CreatedAt: created, UpdatedAt: created,
 		DeadlineAt: deadline, Metadata: map[string]string{"team": "x"},
 	}
-	with := func(f func(*engine.ExecutionStatus)) engine.ExecutionStatus {
+	with := func(f func(*protocol.ExecutionStatus)) protocol.ExecutionStatus {
 		s := base
 		f(&s)
 		return s
@@ -51,30 +51,30 @@ func TestStatusOf(t *testing.T) {
 		name   string
 		rec    eventstore.Status
 		events []protocol.Event
-		want   engine.ExecutionStatus
+		want   protocol.ExecutionStatus
 	}{
 		{"created, no events", rec(0, created), nil, base},
-		{"accepted", rec(1, at(1)), []protocol.Event{accepted}, with(func(s *engine.ExecutionStatus) {
+		{"accepted", rec(1, at(1)), []protocol.Event{accepted}, with(func(s *protocol.ExecutionStatus) {
 			s.LastSequence, s.UpdatedAt = 1, at(1)
 		})},
-		{"running after fallback", rec(4, at(4)), []protocol.Event{accepted, selA, failA, selB}, with(func(s *engine.ExecutionStatus) {
+		{"running after fallback", rec(4, at(4)), []protocol.Event{accepted, selA, failA, selB}, with(func(s *protocol.ExecutionStatus) {
 			s.Status, s.LastSequence, s.UpdatedAt, s.Attempts, s.Route = protocol.StatusRunning, 4, at(4), 2, routeB
 		})},
-		{"completed", rec(5, at(5)), []protocol.Event{accepted, selA, failA, selB, completed}, with(func(s *engine.ExecutionStatus) {
+		{"completed", rec(5, at(5)), []protocol.Event{accepted, selA, failA, selB, completed}, with(func(s *protocol.ExecutionStatus) {
 			s.Status, s.LastSequence, s.UpdatedAt, s.Attempts, s.Route = protocol.StatusCompleted, 5, at(5), 2, routeB
 		})},
-		{"failed", rec(5, at(5)), []protocol.Event{accepted, selA, failA, selB, failed}, with(func(s *engine.ExecutionStatus) {
+		{"failed", rec(5, at(5)), []protocol.Event{accepted, selA, failA, selB, failed}, with(func(s *protocol.ExecutionStatus) {
 			s.Status, s.LastSequence, s.UpdatedAt, s.Attempts, s.Route, s.Error = protocol.StatusFailed, 5, at(5), 2, routeB, cancelled
 		})},
-		{"events newer than the record", rec(1, at(1)), []protocol.Event{accepted, selA}, with(func(s *engine.ExecutionStatus) {
+		{"events newer than the record", rec(1, at(1)), []protocol.Event{accepted, selA}, with(func(s *protocol.ExecutionStatus) {
 			s.Status, s.LastSequence, s.UpdatedAt, s.Attempts = protocol.StatusRunning, 2, at(2), 1
-			s.Route = &engine.RouteStatus{Deployment: "ai/a", Provider: "openai", Model: "m-a"}
+			s.Route = &protocol.RouteStatus{Deployment: "ai/a", Provider: "openai", Model: "m-a"}
 		})},
-		{"record newer than the events", rec(3, at(3)), []protocol.Event{accepted}, with(func(s *engine.ExecutionStatus) {
+		{"record newer than the events", rec(3, at(3)), []protocol.Event{accepted}, with(func(s *protocol.ExecutionStatus) {
 			s.LastSequence, s.UpdatedAt = 3, at(3)
 		})},
 		{"foreign info", eventstore.Status{Record: eventstore.Record{ID: id, CreatedAt: created, Info: json.RawMessage(`"x"`)}, UpdatedAt: created},
-			nil, engine.ExecutionStatus{ID: id, Status: protocol.StatusAccepted, CreatedAt: created, UpdatedAt: created, Metadata: map[string]string{}}},
+			nil, protocol.ExecutionStatus{ID: id, Status: protocol.StatusAccepted, CreatedAt: created, UpdatedAt: created, Metadata: map[string]string{}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -87,7 +87,7 @@ func TestStatusOf(t *testing.T) {
 
 func TestStatusJSON(t *testing.T) {
 	created := time.Date(2026, 12, 2, 13, 0, 0, 123456000, time.UTC)
-	st := engine.ExecutionStatus{ID: "exe_1", Ability: "chat", Status: protocol.StatusAccepted,
+	st := protocol.ExecutionStatus{ID: "exe_1", Ability: "chat", Status: protocol.StatusAccepted,
 		CreatedAt: created, UpdatedAt: created, DeadlineAt: created, Metadata: map[string]string{}}
 	b, err := json.Marshal(st)
 	if err != nil {

@@ -214,7 +214,7 @@ func TestCancel(t *testing.T) {
 	if r.status != http.StatusAccepted {
 		t.Fatalf("cancel of a running execution: status %d: %s", r.status, r.body)
 	}
-	var st engine.ExecutionStatus
+	var st protocol.ExecutionStatus
 	mustUnmarshal(t, r.body, &st)
 	if st.ID != id {
 		t.Fatalf("cancel answered with status of %q", st.ID)

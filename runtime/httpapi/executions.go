@@ -154,14 +154,14 @@ func (s *server) getExecution(w http.ResponseWriter, r *http.Request) error {
 
 // status builds an execution's status. The record is read before the events, as
 // engine.StatusOf expects, so the events are at least as new as the record.
-func (s *server) status(ctx context.Context, id string) (engine.ExecutionStatus, error) {
+func (s *server) status(ctx context.Context, id string) (protocol.ExecutionStatus, error) {
 	rec, err := s.store.Get(ctx, id)
 	if err != nil {
-		return engine.ExecutionStatus{}, err
+		return protocol.ExecutionStatus{}, err
 	}
 	events, err := s.store.Read(ctx, id, 0, 0)
 	if err != nil {
-		return engine.ExecutionStatus{}, err
+		return protocol.ExecutionStatus{}, err
 	}
 	return engine.StatusOf(rec, events), nil
 }
