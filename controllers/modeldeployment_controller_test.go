@@ -49,17 +49,20 @@ func inTable(md *v1alpha1.ModelDeployment) bool {
 	return ok
 }
 
-// eligible lists the deployments the live table returns for a request of ability with the
-// given required set.
-func eligible(ability string, required routing.CapSet) []routing.Ref {
+// eligible lists the deployments of namespace ns that the live table returns for a
+// request of ability with the given required set. The table is shared by every spec, so
+// the query asks for every eligible deployment and keeps those of ns.
+func eligible(ns, ability string, required routing.CapSet) []routing.Ref {
 	route, err := holder.Load().Route(routing.Query{Ability: ability, Required: required,
-		Deadline: time.Minute, MaxAttempts: 5})
+		Deadline: time.Minute, MaxAttempts: holder.Load().Len()})
 	if err != nil {
 		return nil
 	}
-	refs := make([]routing.Ref, len(route.Candidates))
-	for i, d := range route.Candidates {
-		refs[i] = d.Ref
+	var refs []routing.Ref
+	for _, d := range route.Candidates {
+		if d.Ref.Namespace == ns {
+			refs = append(refs, d.Ref)
+		}
 	}
 	return refs
 }
@@ -95,7 +98,7 @@ var _ = Describe("ModelDeployment controller", func() {
 		Expect(d.Provider).To(Equal("openai"))
 		Expect(d.Model).To(Equal("gpt-4o-mini"))
 		Expect(d.Credential.Reveal()).To(Equal("sk-test-1"))
-		Expect(eligible("chat", routing.CapsOf(protocol.CapInputText))).To(ContainElement(refOf(md)))
+		Expect(eligible(ns, "chat", routing.CapsOf(protocol.CapInputText))).To(ContainElement(refOf(md)))
 	})
 
 	It("reports an unresolved Secret and becomes Ready once the Secret appears, without touching the ModelDeployment", func() {
@@ -166,7 +169,7 @@ var _ = Describe("ModelDeployment controller", func() {
 		Expect(k8s.Create(suiteCtx, governed)).To(Succeed())
 		Expect(k8s.Create(suiteCtx, free)).To(Succeed())
 		toolRequest := routing.Required(nil, []protocol.Part{{Type: protocol.PartText}, {Type: protocol.PartTool}})
-		Eventually(func() []routing.Ref { return eligible("chat", toolRequest) }).
+		Eventually(func() []routing.Ref { return eligible(ns, "chat", toolRequest) }).
 			Should(ConsistOf(refOf(governed), refOf(free)))
 
 		policy := newPolicy(ns, "strict-tools", withToolsDisabled(), selecting("tier", "standard"))
@@ -176,10 +179,10 @@ var _ = Describe("ModelDeployment controller", func() {
 			g.Expect(got.Status.EffectiveCapabilities.Tools).To(BeFalse())
 			g.Expect(got.Status.Policies).To(Equal([]string{"strict-tools"}))
 			g.Expect(fetch(g, free).Status.EffectiveCapabilities.Tools).To(BeTrue())
-			g.Expect(eligible("chat", toolRequest)).To(ConsistOf(refOf(free)))
+			g.Expect(eligible(ns, "chat", toolRequest)).To(ConsistOf(refOf(free)))
 		}).Should(Succeed())
 		// Without tool parts the governed model still serves.
-		Expect(eligible("chat", routing.CapsOf(protocol.CapInputText))).To(ContainElement(refOf(governed)))
+		Expect(eligible(ns, "chat", routing.CapsOf(protocol.CapInputText))).To(ContainElement(refOf(governed)))
 		Eventually(func(g Gomega) {
 			got := &v1alpha1.CapabilityPolicy{}
 			g.Expect(k8s.Get(suiteCtx, client.ObjectKeyFromObject(policy), got)).To(Succeed())
@@ -192,7 +195,7 @@ var _ = Describe("ModelDeployment controller", func() {
 			got := fetch(g, governed)
 			g.Expect(got.Status.EffectiveCapabilities.Tools).To(BeTrue())
 			g.Expect(got.Status.Policies).To(BeEmpty())
-			g.Expect(eligible("chat", toolRequest)).To(ConsistOf(refOf(governed), refOf(free)))
+			g.Expect(eligible(ns, "chat", toolRequest)).To(ConsistOf(refOf(governed), refOf(free)))
 		}).Should(Succeed())
 	})
 

@@ -30,7 +30,9 @@ build() {
     return
   fi
   echo "envtest-assets: building $name (first build takes several minutes)" >&2
-  (cd "$dir" && CGO_ENABLED=0 go build -trimpath -ldflags="$ldflags" -o "$out/$name.tmp" "$pkg")
+  # Default build settings (no -trimpath, cgo as usual), so the compiled k8s.io packages
+  # in the Go build cache are the same ones the project's own tests link against.
+  (cd "$dir" && go build -ldflags="$ldflags" -o "$out/$name.tmp" "$pkg")
   mv "$out/$name.tmp" "$out/$name"
   echo "$want" > "$stamp"
 }

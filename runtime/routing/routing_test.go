@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -288,4 +289,45 @@ func TestParseRef(t *testing.T) {
 			t.Errorf("ParseRef(%q) ok = %v, want %v", in, ok, want)
 		}
 	}
+}
+
+// TestRegistryConcurrentUse runs writers (reconcilers on several workers) against readers
+// (request handlers) under -race: readers see whole tables, never a half-built one.
+func TestRegistryConcurrentUse(t *testing.T) {
+	h := &Holder{}
+	reg := NewRegistry(h)
+	reg.Start()
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 200 {
+				d := deployment("ai", fmt.Sprintf("w%d-%d", w, i%10), textCaps)
+				if i%3 == 0 {
+					reg.Set(d.Ref, nil)
+				} else {
+					reg.Set(d.Ref, &d)
+				}
+			}
+		}()
+	}
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 500 {
+				tb := h.Load()
+				if r, err := tb.Route(query(textCaps, func(q *Query) { q.Rand = nil })); err == nil {
+					for _, d := range r.Candidates {
+						if _, ok := tb.Get(d.Ref); !ok {
+							t.Error("a route names a deployment its own table lacks")
+							return
+						}
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
 }
