@@ -21,6 +21,10 @@ import (
 	"github.com/switchboard-dev/switchboard/runtime/routing"
 )
 
+// Leader election holds a Lease and records its own Events through the core API.
+// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;patch
+// +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
+
 // secretNameField indexes ModelDeployments by the name of the Secret they reference, so a
 // Secret change re-reconciles exactly the deployments that use it.
 const secretNameField = ".spec.credentials.secretRef.name"
