@@ -42,7 +42,7 @@ func TestHappyPath(t *testing.T) {
 	h := newHarness(t, []routing.Deployment{deployment("a")}, map[string]*script{"a": a})
 
 	req := request(func(r *protocol.Request) { r.Metadata = map[string]string{"team": "search"} })
-	acc := h.submit(req)
+	acc := h.Submit(req)
 	evs := h.finish(acc.ID)
 
 	want := []protocol.EventType{evAccepted, evSelected, evDelta, evDelta, evDelta, evUsage, evCompleted}
@@ -89,7 +89,7 @@ func TestHappyPath(t *testing.T) {
 		t.Errorf("attempt %+v", c)
 	}
 
-	rec, err := h.store.Get(t.Context(), acc.ID)
+	rec, err := h.Store.Get(t.Context(), acc.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,7 +142,7 @@ func TestUnsupportedCapabilityCreatesNothing(t *testing.T) {
 			h := newHarness(t, []routing.Deployment{deployment("a"), deployment("b")},
 				map[string]*script{"a": a, "b": a})
 			id := engine.NewExecutionID()
-			_, err := h.eng.Submit(t.Context(), id, time.Time{}, tt.req)
+			_, err := h.Engine.Submit(t.Context(), id, time.Time{}, tt.req)
 			pe := protocolError(t, err, protocol.CodeUnsupportedCapability)
 			if pe.Code.HTTPStatus() != 422 || pe.Retryable {
 				t.Errorf("error %+v", pe)
@@ -153,7 +153,7 @@ func TestUnsupportedCapabilityCreatesNothing(t *testing.T) {
 			if strings.Contains(pe.Message, tt.req.Ability) {
 				t.Errorf("message %q names the ability", pe.Message)
 			}
-			if _, err := h.store.Get(t.Context(), id); !errors.Is(err, eventstore.ErrNotFound) {
+			if _, err := h.Store.Get(t.Context(), id); !errors.Is(err, eventstore.ErrNotFound) {
 				t.Errorf("store Get: %v, want ErrNotFound", err)
 			}
 			if n := a.callCount(); n != 0 {
@@ -173,7 +173,7 @@ func TestFallback(t *testing.T) {
 	t.Run("retryable before output falls back", func(t *testing.T) {
 		a, b := newScript(fail(unavailable)), newScript(delta("ok"))
 		h := newHarness(t, three[:2], map[string]*script{"a": a, "b": b})
-		evs := h.finish(h.submit(request()).ID)
+		evs := h.finish(h.Submit(request()).ID)
 		want := []protocol.EventType{evAccepted, evSelected, evAttFailed, evSelected, evDelta, evCompleted}
 		if diff := cmp.Diff(want, types(evs)); diff != "" {
 			t.Fatalf("event types (-want +got):\n%s", diff)
@@ -193,7 +193,7 @@ func TestFallback(t *testing.T) {
 	t.Run("failure after output is terminal", func(t *testing.T) {
 		a, b := newScript(delta("partial"), fail(unavailable)), newScript(delta("ok"))
 		h := newHarness(t, three[:2], map[string]*script{"a": a, "b": b})
-		evs := h.finish(h.submit(request()).ID)
+		evs := h.finish(h.Submit(request()).ID)
 		want := []protocol.EventType{evAccepted, evSelected, evDelta, evFailed}
 		if diff := cmp.Diff(want, types(evs)); diff != "" {
 			t.Fatalf("event types (-want +got):\n%s", diff)
@@ -209,7 +209,7 @@ func TestFallback(t *testing.T) {
 	t.Run("non-retryable is terminal at once", func(t *testing.T) {
 		a, b := newScript(fail(rejected)), newScript(delta("ok"))
 		h := newHarness(t, three[:2], map[string]*script{"a": a, "b": b})
-		evs := h.finish(h.submit(request()).ID)
+		evs := h.finish(h.Submit(request()).ID)
 		want := []protocol.EventType{evAccepted, evSelected, evFailed}
 		if diff := cmp.Diff(want, types(evs)); diff != "" {
 			t.Fatalf("event types (-want +got):\n%s", diff)
@@ -225,7 +225,7 @@ func TestFallback(t *testing.T) {
 	t.Run("max attempts honoured", func(t *testing.T) {
 		a, b, c := newScript(fail(unavailable)), newScript(fail(unavailable)), newScript(delta("ok"))
 		h := newHarness(t, three, map[string]*script{"a": a, "b": b, "c": c})
-		evs := h.finish(h.submit(request(withMaxAttempts(2))).ID)
+		evs := h.finish(h.Submit(request(withMaxAttempts(2))).ID)
 		want := []protocol.EventType{evAccepted, evSelected, evAttFailed, evSelected, evFailed}
 		if diff := cmp.Diff(want, types(evs)); diff != "" {
 			t.Fatalf("event types (-want +got):\n%s", diff)
@@ -241,11 +241,11 @@ func TestFallback(t *testing.T) {
 	t.Run("default attempts use every candidate up to three", func(t *testing.T) {
 		a, b, c := newScript(fail(unavailable)), newScript(fail(unavailable)), newScript(delta("ok"))
 		h := newHarness(t, three, map[string]*script{"a": a, "b": b, "c": c})
-		evs := h.finish(h.submit(request()).ID)
+		evs := h.finish(h.Submit(request()).ID)
 		if got := evs[len(evs)-1].Type; got != evCompleted {
 			t.Fatalf("ended with %s", got)
 		}
-		rec, _ := h.store.Get(t.Context(), evs[0].ExecutionID)
+		rec, _ := h.Store.Get(t.Context(), evs[0].ExecutionID)
 		if st := engine.StatusOf(rec, evs); st.Attempts != 3 || st.Route.Deployment != "ai/c" {
 			t.Errorf("status attempts %d route %+v", st.Attempts, st.Route)
 		}
@@ -283,7 +283,7 @@ func TestDeadline(t *testing.T) {
 		a, b := newScript(hang()), newScript(delta("too late"))
 		h := newHarness(t, []routing.Deployment{deployment("a", withPriority(2)), deployment("b", withPriority(1))},
 			map[string]*script{"a": a, "b": b}, func(c *engine.Config) { c.CleanupGrace = grace })
-		acc := h.submit(request(withDeadline(deadline.Milliseconds())))
+		acc := h.Submit(request(withDeadline(deadline.Milliseconds())))
 		check(t, h, acc, b)
 		a.waitDone(t)
 		if errs := a.contextErrors(); len(errs) != 1 || errs[0] == nil {
@@ -296,7 +296,7 @@ func TestDeadline(t *testing.T) {
 		a, b := newScript(blocked, delta("late")), newScript(delta("too late"))
 		h := newHarness(t, []routing.Deployment{deployment("a", withPriority(2)), deployment("b", withPriority(1))},
 			map[string]*script{"a": a, "b": b}, func(c *engine.Config) { c.CleanupGrace = grace })
-		acc := h.submit(request(withDeadline(deadline.Milliseconds())))
+		acc := h.Submit(request(withDeadline(deadline.Milliseconds())))
 		evs := check(t, h, acc, b)
 
 		release()
@@ -304,7 +304,7 @@ func TestDeadline(t *testing.T) {
 		if errs := a.emitErrors(); len(errs) != 1 || !errors.Is(errs[0], engine.ErrAttemptOver) {
 			t.Errorf("late emit returned %v, want ErrAttemptOver", errs)
 		}
-		after, _ := h.store.Read(t.Context(), acc.ID, 0, 0)
+		after, _ := h.Store.Read(t.Context(), acc.ID, 0, 0)
 		if len(after) != len(evs) {
 			t.Errorf("%d events after the late emit, want %d", len(after), len(evs))
 		}
@@ -316,7 +316,7 @@ func TestAttemptTimeoutFallsBack(t *testing.T) {
 	h := newHarness(t,
 		[]routing.Deployment{deployment("a", withPriority(2), withAttemptTimeout(50*time.Millisecond)), deployment("b", withPriority(1))},
 		map[string]*script{"a": a, "b": b})
-	evs := h.finish(h.submit(request()).ID)
+	evs := h.finish(h.Submit(request()).ID)
 	want := []protocol.EventType{evAccepted, evSelected, evAttFailed, evSelected, evDelta, evCompleted}
 	if diff := cmp.Diff(want, types(evs)); diff != "" {
 		t.Fatalf("event types (-want +got):\n%s", diff)
@@ -335,7 +335,7 @@ func TestAttemptTimeoutNeverExtendsDeadline(t *testing.T) {
 	a := newScript(hang())
 	h := newHarness(t, []routing.Deployment{deployment("a", withAttemptTimeout(time.Hour))},
 		map[string]*script{"a": a})
-	evs := h.finish(h.submit(request(withDeadline(100))).ID)
+	evs := h.finish(h.Submit(request(withDeadline(100))).ID)
 	if e := terminalError(t, evs); e.Code != protocol.CodeDeadlineExceeded {
 		t.Errorf("error %+v, want deadline_exceeded", e)
 	}
@@ -345,10 +345,10 @@ func TestCancel(t *testing.T) {
 	t.Run("mid-stream", func(t *testing.T) {
 		a := newScript(delta("partial"), hang())
 		h := newHarness(t, []routing.Deployment{deployment("a")}, map[string]*script{"a": a})
-		acc := h.submit(request())
+		acc := h.Submit(request())
 		h.waitFor(acc.ID, 3) // accepted, route.selected, output.delta
 
-		st, err := h.eng.Cancel(t.Context(), acc.ID)
+		st, err := h.Engine.Cancel(t.Context(), acc.ID)
 		if err != nil {
 			t.Fatalf("Cancel: %v", err)
 		}
@@ -373,9 +373,9 @@ func TestCancel(t *testing.T) {
 		blocked, release := block(t)
 		a := newScript(delta("partial"), blocked, delta("late"))
 		h := newHarness(t, []routing.Deployment{deployment("a")}, map[string]*script{"a": a})
-		acc := h.submit(request())
+		acc := h.Submit(request())
 		h.waitFor(acc.ID, 3)
-		if _, err := h.eng.Cancel(t.Context(), acc.ID); err != nil {
+		if _, err := h.Engine.Cancel(t.Context(), acc.ID); err != nil {
 			t.Fatalf("Cancel: %v", err)
 		}
 		evs := h.finish(acc.ID)
@@ -387,7 +387,7 @@ func TestCancel(t *testing.T) {
 		if errs := a.emitErrors(); len(errs) != 2 || errs[0] != nil || !errors.Is(errs[1], engine.ErrAttemptOver) {
 			t.Errorf("emit errors %v, want nil then ErrAttemptOver", errs)
 		}
-		after, _ := h.store.Read(t.Context(), acc.ID, 0, 0)
+		after, _ := h.Store.Read(t.Context(), acc.ID, 0, 0)
 		if len(after) != len(evs) {
 			t.Errorf("%d events after the late emit, want %d", len(after), len(evs))
 		}
@@ -396,16 +396,16 @@ func TestCancel(t *testing.T) {
 	t.Run("terminal execution is a no-op", func(t *testing.T) {
 		a := newScript(delta("done"))
 		h := newHarness(t, []routing.Deployment{deployment("a")}, map[string]*script{"a": a})
-		acc := h.submit(request())
+		acc := h.Submit(request())
 		evs := h.finish(acc.ID)
-		st, err := h.eng.Cancel(t.Context(), acc.ID)
+		st, err := h.Engine.Cancel(t.Context(), acc.ID)
 		if err != nil {
 			t.Fatalf("Cancel: %v", err)
 		}
 		if !st.Terminal || st.CancelRequested || st.LastSequence != uint64(len(evs)) {
 			t.Errorf("Cancel status %+v", st)
 		}
-		after, _ := h.store.Read(t.Context(), acc.ID, 0, 0)
+		after, _ := h.Store.Read(t.Context(), acc.ID, 0, 0)
 		if diff := cmp.Diff(evs, after); diff != "" {
 			t.Errorf("events changed (-before +after):\n%s", diff)
 		}
@@ -413,7 +413,7 @@ func TestCancel(t *testing.T) {
 
 	t.Run("unknown execution", func(t *testing.T) {
 		h := newHarness(t, nil, nil)
-		_, err := h.eng.Cancel(t.Context(), engine.NewExecutionID())
+		_, err := h.Engine.Cancel(t.Context(), engine.NewExecutionID())
 		protocolError(t, err, protocol.CodeNotFound)
 	})
 }
@@ -434,7 +434,7 @@ func TestUsageValidation(t *testing.T) {
 		emit(evUsage, &protocol.UsageReportedData{Usage: []protocol.Usage{u(protocol.UnitImages, math.Inf(-1))}}),
 	)
 	h := newHarness(t, []routing.Deployment{deployment("a")}, map[string]*script{"a": a})
-	evs := h.finish(h.submit(request()).ID)
+	evs := h.finish(h.Submit(request()).ID)
 
 	want := []protocol.EventType{evAccepted, evSelected, evUsage, evCompleted}
 	if diff := cmp.Diff(want, types(evs)); diff != "" {
@@ -450,8 +450,8 @@ func TestUsageValidation(t *testing.T) {
 			t.Errorf("emit %d: %v", i, err)
 		}
 	}
-	if n := h.logs.count("Dropped invalid usage entry"); n != 4 {
-		t.Errorf("%d drops logged, want 4:\n%s", n, h.logs.all())
+	if n := h.logs.Count("Dropped invalid usage entry"); n != 4 {
+		t.Errorf("%d drops logged, want 4:\n%s", n, h.logs.Text())
 	}
 }
 
@@ -476,7 +476,7 @@ func TestEmitRefusesInvalidEvents(t *testing.T) {
 	}
 	a := newScript(append(invalid, delta("fine"))...)
 	h := newHarness(t, []routing.Deployment{deployment("a")}, map[string]*script{"a": a})
-	evs := h.finish(h.submit(request()).ID)
+	evs := h.finish(h.Submit(request()).ID)
 
 	want := []protocol.EventType{evAccepted, evSelected, evDelta, evCompleted}
 	if diff := cmp.Diff(want, types(evs)); diff != "" {
@@ -503,7 +503,7 @@ func TestEmitNormalisesValidEvents(t *testing.T) {
 		emit(evDelta, protocol.OutputDeltaData{Text: "no type given"}),
 	)
 	h := newHarness(t, []routing.Deployment{deployment("a")}, map[string]*script{"a": a})
-	evs := h.finish(h.submit(request()).ID)
+	evs := h.finish(h.Submit(request()).ID)
 	if len(evs) != 8 {
 		t.Fatalf("event types %v", types(evs))
 	}
@@ -523,19 +523,19 @@ func TestConcurrencyLimit(t *testing.T) {
 	a := newScript(hang())
 	h := newHarness(t, []routing.Deployment{deployment("a")}, map[string]*script{"a": a},
 		func(c *engine.Config) { c.MaxConcurrent = 1 })
-	first := h.submit(request())
+	first := h.Submit(request())
 
 	id := engine.NewExecutionID()
-	_, err := h.eng.Submit(t.Context(), id, time.Time{}, request())
+	_, err := h.Engine.Submit(t.Context(), id, time.Time{}, request())
 	pe := protocolError(t, err, protocol.CodeRateLimited)
 	if !pe.Retryable || pe.RetryAfterMs <= 0 {
 		t.Errorf("error %+v, want retryable with a retry hint", pe)
 	}
-	if _, err := h.store.Get(t.Context(), id); !errors.Is(err, eventstore.ErrNotFound) {
+	if _, err := h.Store.Get(t.Context(), id); !errors.Is(err, eventstore.ErrNotFound) {
 		t.Errorf("store Get: %v, want ErrNotFound", err)
 	}
 
-	if _, err := h.eng.Cancel(t.Context(), first.ID); err != nil {
+	if _, err := h.Engine.Cancel(t.Context(), first.ID); err != nil {
 		t.Fatal(err)
 	}
 	h.finish(first.ID)
@@ -543,9 +543,9 @@ func TestConcurrencyLimit(t *testing.T) {
 	// The slot is freed just after the terminal event; poll instead of racing it.
 	deadline := time.Now().Add(waitTimeout)
 	for {
-		acc, err := h.eng.Submit(t.Context(), engine.NewExecutionID(), time.Time{}, request())
+		acc, err := h.Engine.Submit(t.Context(), engine.NewExecutionID(), time.Time{}, request())
 		if err == nil {
-			if _, err := h.eng.Cancel(t.Context(), acc.ID); err != nil {
+			if _, err := h.Engine.Cancel(t.Context(), acc.ID); err != nil {
 				t.Fatal(err)
 			}
 			h.finish(acc.ID)
@@ -564,8 +564,8 @@ func TestShutdown(t *testing.T) {
 	a, b := newScript(hang()), newScript(blocked)
 	h := newHarness(t, []routing.Deployment{deployment("a", withPriority(2)), deployment("b", withPriority(1))},
 		map[string]*script{"a": a, "b": b})
-	first := h.submit(request())
-	second := h.submit(request(func(r *protocol.Request) {
+	first := h.Submit(request())
+	second := h.Submit(request(func(r *protocol.Request) {
 		r.Routing = &protocol.Routing{Prefer: []string{"ai/b"}}
 	}))
 	h.waitFor(first.ID, 2)
@@ -573,7 +573,7 @@ func TestShutdown(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(t.Context(), waitTimeout)
 	defer cancel()
-	if err := h.eng.Shutdown(ctx); err != nil {
+	if err := h.Engine.Shutdown(ctx); err != nil {
 		t.Fatalf("Shutdown: %v", err)
 	}
 	for _, id := range []string{first.ID, second.ID} {
@@ -586,9 +586,9 @@ func TestShutdown(t *testing.T) {
 			t.Errorf("%s: events %v, want no fallback", id, types(evs))
 		}
 	}
-	_, err := h.eng.Submit(t.Context(), engine.NewExecutionID(), time.Time{}, request())
+	_, err := h.Engine.Submit(t.Context(), engine.NewExecutionID(), time.Time{}, request())
 	protocolError(t, err, protocol.CodeProviderUnavailable)
-	if err := h.eng.Close(); err != nil {
+	if err := h.Engine.Close(); err != nil {
 		t.Errorf("second shutdown: %v", err)
 	}
 }
@@ -650,7 +650,7 @@ func TestAdapterErrorsAreMapped(t *testing.T) {
 				scripts[tt.d.Ref.Name] = tt.script
 			}
 			h := newHarness(t, []routing.Deployment{tt.d}, scripts)
-			evs := h.finish(h.submit(request()).ID)
+			evs := h.finish(h.Submit(request()).ID)
 			e := terminalError(t, evs)
 			if e.Code != tt.code || e.Retryable != tt.retryable {
 				t.Errorf("error %+v, want %s", e, tt.code)
@@ -660,8 +660,8 @@ func TestAdapterErrorsAreMapped(t *testing.T) {
 					t.Errorf("event %s leaks the error text: %s", ev.Type, ev.Data)
 				}
 			}
-			if tt.logged != "" && h.logs.count(tt.logged) == 0 {
-				t.Errorf("log does not mention %q:\n%s", tt.logged, h.logs.all())
+			if tt.logged != "" && h.logs.Count(tt.logged) == 0 {
+				t.Errorf("log does not mention %q:\n%s", tt.logged, h.logs.Text())
 			}
 		})
 	}
@@ -690,7 +690,7 @@ func TestTimestampsNeverDecrease(t *testing.T) {
 	a := newScript(delta("a"), delta("b"))
 	h := newHarness(t, []routing.Deployment{deployment("a")}, map[string]*script{"a": a},
 		func(c *engine.Config) { c.Now = clock })
-	acc, err := h.eng.Submit(t.Context(), engine.NewExecutionID(), start, request())
+	acc, err := h.Engine.Submit(t.Context(), engine.NewExecutionID(), start, request())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -706,7 +706,7 @@ func TestSubmitDetachedFromCallerContext(t *testing.T) {
 	a := newScript(delta("ok"))
 	h := newHarness(t, []routing.Deployment{deployment("a")}, map[string]*script{"a": a})
 	ctx, cancel := context.WithCancel(t.Context())
-	acc, err := h.eng.Submit(ctx, engine.NewExecutionID(), time.Time{}, request())
+	acc, err := h.Engine.Submit(ctx, engine.NewExecutionID(), time.Time{}, request())
 	cancel()
 	if err != nil {
 		t.Fatal(err)

@@ -5,17 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
-	"github.com/go-logr/logr/funcr"
-
 	"github.com/switchboard-dev/switchboard/runtime/engine"
-	"github.com/switchboard-dev/switchboard/runtime/eventstore"
-	"github.com/switchboard-dev/switchboard/runtime/eventstore/memory"
+	"github.com/switchboard-dev/switchboard/runtime/engine/enginetest"
 	"github.com/switchboard-dev/switchboard/runtime/protocol"
 	"github.com/switchboard-dev/switchboard/runtime/routing"
 )
@@ -180,56 +175,19 @@ func withMaxAttempts(n int) func(*protocol.Request) {
 	return func(r *protocol.Request) { r.Routing = &protocol.Routing{MaxAttempts: &n} }
 }
 
-// logSink collects log lines, so tests can check what the engine logged.
-type logSink struct {
-	mu    sync.Mutex
-	lines []string
-}
-
-func (l *logSink) logger() logr.Logger {
-	return funcr.New(func(prefix, args string) {
-		l.mu.Lock()
-		defer l.mu.Unlock()
-		l.lines = append(l.lines, prefix+" "+args)
-	}, funcr.Options{Verbosity: 1})
-}
-
-func (l *logSink) count(substr string) int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	n := 0
-	for _, s := range l.lines {
-		if strings.Contains(s, substr) {
-			n++
-		}
-	}
-	return n
-}
-
-func (l *logSink) all() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return strings.Join(l.lines, "\n")
-}
-
 // harness is an engine over a real memory store and routing table, with one script per
 // deployment name.
 type harness struct {
+	*enginetest.Harness
 	t       *testing.T
-	eng     *engine.Engine
-	store   *memory.Store
 	scripts map[string]*script
-	logs    *logSink
+	logs    *enginetest.LogSink
 }
 
 func newHarness(t *testing.T, deployments []routing.Deployment, scripts map[string]*script, opts ...func(*engine.Config)) *harness {
 	t.Helper()
-	h := &harness{t: t, store: memory.New(), scripts: scripts, logs: &logSink{}}
-	holder := new(routing.Holder)
-	holder.Store(routing.NewTable(deployments))
+	h := &harness{t: t, scripts: scripts, logs: &enginetest.LogSink{}}
 	cfg := engine.Config{
-		Store: h.store,
-		Table: holder,
 		Adapters: map[string]engine.Factory{
 			"fake": func(d *routing.Deployment) (engine.Adapter, error) {
 				s, ok := scripts[d.Ref.Name]
@@ -240,31 +198,13 @@ func newHarness(t *testing.T, deployments []routing.Deployment, scripts map[stri
 			},
 		},
 		CleanupGrace: 100 * time.Millisecond,
-		Logger:       h.logs.logger(),
+		Logger:       h.logs.Logger(),
 	}
 	for _, o := range opts {
 		o(&cfg)
 	}
-	h.eng = engine.New(cfg)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
-		defer cancel()
-		if err := h.eng.Shutdown(ctx); err != nil {
-			t.Errorf("Shutdown: %v", err)
-		}
-		_ = h.store.Close()
-	})
+	h.Harness = enginetest.NewHarness(t, cfg, deployments...)
 	return h
-}
-
-// submit submits req and fails the test on error.
-func (h *harness) submit(req *protocol.Request) engine.Accepted {
-	h.t.Helper()
-	acc, err := h.eng.Submit(h.t.Context(), engine.NewExecutionID(), time.Time{}, req)
-	if err != nil {
-		h.t.Fatalf("Submit: %v", err)
-	}
-	return acc
 }
 
 // waitFor waits until execution id has at least n events and returns them.
@@ -272,10 +212,10 @@ func (h *harness) waitFor(id string, n uint64) []protocol.Event {
 	h.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
-	if err := h.store.Wait(ctx, id, n-1); err != nil {
+	if err := h.Store.Wait(ctx, id, n-1); err != nil {
 		h.t.Fatalf("waiting for event %d of %s: %v", n, id, err)
 	}
-	evs, err := h.store.Read(ctx, id, 0, 0)
+	evs, err := h.Store.Read(ctx, id, 0, 0)
 	if err != nil {
 		h.t.Fatalf("Read: %v", err)
 	}
@@ -286,27 +226,7 @@ func (h *harness) waitFor(id string, n uint64) []protocol.Event {
 // envelope invariants.
 func (h *harness) finish(id string) []protocol.Event {
 	h.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
-	defer cancel()
-	var after uint64
-	for {
-		err := h.store.Wait(ctx, id, after)
-		if errors.Is(err, eventstore.ErrTerminated) {
-			break
-		}
-		if err != nil {
-			h.t.Fatalf("waiting for the terminal event of %s: %v", id, err)
-		}
-		st, err := h.store.Get(ctx, id)
-		if err != nil {
-			h.t.Fatalf("Get: %v", err)
-		}
-		after = st.LastSequence
-	}
-	evs, err := h.store.Read(ctx, id, 0, 0)
-	if err != nil {
-		h.t.Fatalf("Read: %v", err)
-	}
+	evs := h.WaitTerminal(id)
 	checkEvents(h.t, id, evs)
 	return evs
 }

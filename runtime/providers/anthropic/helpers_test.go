@@ -9,15 +9,16 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr/funcr"
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/switchboard-dev/switchboard/runtime/engine"
+	"github.com/switchboard-dev/switchboard/runtime/engine/enginetest"
 	"github.com/switchboard-dev/switchboard/runtime/protocol"
 	"github.com/switchboard-dev/switchboard/runtime/providers/anthropic"
 	"github.com/switchboard-dev/switchboard/runtime/routing"
@@ -160,60 +161,22 @@ func testdata(t *testing.T, name string) []byte {
 	return b
 }
 
-// --- recording emitter ----------------------------------------------------------------
+// --- expected events ------------------------------------------------------------------
 
-// emitted is one recorded event: its type and data as JSON.
-type emitted struct {
-	Type protocol.EventType
-	Data string
+func textDelta(s string) enginetest.Emitted {
+	return enginetest.Encode(protocol.EventOutputDelta, protocol.OutputDeltaData{Index: 0, Type: "text", Text: s})
 }
 
-// recorder is an engine.Emitter that keeps what it is given.
-type recorder struct {
-	mu     sync.Mutex
-	events []emitted
+func toolStarted(index int, id, name string) enginetest.Emitted {
+	return enginetest.Encode(protocol.EventToolCallStarted, protocol.ToolCallStartedData{Index: index, CallID: id, Name: name})
 }
 
-func (r *recorder) Emit(typ protocol.EventType, data any) error {
-	b, err := json.Marshal(data)
-	if err != nil {
-		return err
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.events = append(r.events, emitted{Type: typ, Data: string(b)})
-	return nil
+func argsDelta(id, delta string) enginetest.Emitted {
+	return enginetest.Encode(protocol.EventToolCallArgsDelta, protocol.ToolCallArgsDeltaData{CallID: id, Delta: delta})
 }
 
-func (r *recorder) list() []emitted {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return append([]emitted(nil), r.events...)
-}
-
-// ev is the expected form of one event.
-func ev(typ protocol.EventType, data any) emitted {
-	b, err := json.Marshal(data)
-	if err != nil {
-		panic(err)
-	}
-	return emitted{Type: typ, Data: string(b)}
-}
-
-func textDelta(s string) emitted {
-	return ev(protocol.EventOutputDelta, protocol.OutputDeltaData{Index: 0, Type: "text", Text: s})
-}
-
-func toolStarted(index int, id, name string) emitted {
-	return ev(protocol.EventToolCallStarted, protocol.ToolCallStartedData{Index: index, CallID: id, Name: name})
-}
-
-func argsDelta(id, delta string) emitted {
-	return ev(protocol.EventToolCallArgsDelta, protocol.ToolCallArgsDeltaData{CallID: id, Delta: delta})
-}
-
-func usageReported(entries ...protocol.Usage) emitted {
-	return ev(protocol.EventUsageReported, protocol.UsageReportedData{Usage: entries})
+func usageReported(entries ...protocol.Usage) enginetest.Emitted {
+	return enginetest.Encode(protocol.EventUsageReported, protocol.UsageReportedData{Usage: entries})
 }
 
 func tokens(unit string, n float64) protocol.Usage {
@@ -224,7 +187,7 @@ func tokens(unit string, n float64) protocol.Usage {
 
 // result is what one attempt produced.
 type result struct {
-	events  []emitted
+	events  []enginetest.Emitted
 	outcome engine.Outcome
 	err     error
 	logs    string
@@ -244,25 +207,16 @@ func run(t *testing.T, d *routing.Deployment, req *protocol.Request, opts ...ant
 // runCtx is run with the attempt's context.
 func runCtx(t *testing.T, ctx context.Context, d *routing.Deployment, req *protocol.Request, opts ...anthropic.Option) result {
 	t.Helper()
-	var logs bytes.Buffer
-	var logMu sync.Mutex
-	logger := funcr.New(func(prefix, args string) {
-		logMu.Lock()
-		defer logMu.Unlock()
-		logs.WriteString(prefix + " " + args + "\n")
-	}, funcr.Options{Verbosity: 10})
-
-	ad, err := anthropic.New(d, append([]anthropic.Option{anthropic.WithLogger(logger)}, opts...)...)
+	var logs enginetest.LogSink
+	ad, err := anthropic.New(d, append([]anthropic.Option{anthropic.WithLogger(logs.Logger())}, opts...)...)
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
-	rec := &recorder{}
+	rec := &enginetest.Recorder{}
 	start := time.Now()
 	out, err := ad.Execute(ctx, engine.Attempt{ExecutionID: "exe_test", Number: 1, Request: req, Deployment: d}, rec)
-	res := result{events: rec.list(), outcome: out, err: err, elapsed: time.Since(start)}
-	logMu.Lock()
-	res.logs = logs.String()
-	logMu.Unlock()
+	elapsed := time.Since(start)
+	res := result{events: rec.Recorded(), outcome: out, err: err, logs: logs.Text(), elapsed: elapsed}
 
 	if err != nil {
 		pe, ok := err.(*protocol.Error)
@@ -275,7 +229,7 @@ func runCtx(t *testing.T, ctx context.Context, d *routing.Deployment, req *proto
 		}
 	}
 	for _, e := range res.events {
-		if strings.Contains(e.Data, canary) {
+		if strings.Contains(string(e.Data), canary) {
 			t.Errorf("event %s leaks the credential", e.Type)
 		}
 	}
@@ -314,29 +268,15 @@ func checkCredentialPlacement(t *testing.T, c captured) {
 func materialize(t *testing.T, res result) protocol.Snapshot {
 	t.Helper()
 	const id = "exe_test"
-	var events []protocol.Event
-	add := func(typ protocol.EventType, data any) {
-		b, err := json.Marshal(data)
-		if err != nil {
-			t.Fatal(err)
-		}
-		events = append(events, protocol.Event{ExecutionID: id, Sequence: uint64(len(events) + 1), Type: typ, Data: b})
-	}
-	add(protocol.EventAccepted, protocol.AcceptedData{Ability: "chat"})
-	add(protocol.EventRouteSelected, protocol.RouteSelectedData{Attempt: 1, Deployment: "ai/claude", Provider: "anthropic", Model: "claude-sonnet-4-5"})
-	for _, e := range res.events {
-		add(e.Type, json.RawMessage(e.Data))
-	}
-	if res.err != nil {
-		add(protocol.EventFailed, protocol.FailedData{Error: protocol.AsError(res.err)})
-	} else {
-		add(protocol.EventCompleted, protocol.CompletedData{FinishReason: res.outcome.FinishReason})
-	}
-	s := protocol.Materialize(id, events)
-	if s.Sequence != uint64(len(events)) {
-		t.Fatalf("snapshot folded %d of %d events", s.Sequence, len(events))
-	}
-	return s
+	events := enginetest.Envelopes(id, slices.Concat(
+		[]enginetest.Emitted{
+			enginetest.Encode(protocol.EventAccepted, protocol.AcceptedData{Ability: "chat"}),
+			enginetest.Encode(protocol.EventRouteSelected, protocol.RouteSelectedData{Attempt: 1, Deployment: "ai/claude", Provider: "anthropic", Model: "claude-sonnet-4-5"}),
+		},
+		res.events,
+		[]enginetest.Emitted{enginetest.Terminal(res.outcome, res.err)},
+	)...)
+	return enginetest.Materialize(t, id, events)
 }
 
 // diffSnapshot compares snapshots as the JSON the API would serve (the contract's shape).
@@ -352,7 +292,7 @@ func diffSnapshot(t *testing.T, got, want protocol.Snapshot) {
 	}
 }
 
-func diffEvents(t *testing.T, got, want []emitted) {
+func diffEvents(t *testing.T, got, want []enginetest.Emitted) {
 	t.Helper()
 	if d := cmp.Diff(want, got); d != "" {
 		t.Errorf("events mismatch (-want +got):\n%s", d)

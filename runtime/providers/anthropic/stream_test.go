@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/switchboard-dev/switchboard/runtime/engine/enginetest"
 	"github.com/switchboard-dev/switchboard/runtime/protocol"
 )
 
@@ -23,7 +24,7 @@ func TestStreamText(t *testing.T) {
 		t.Fatalf("Execute: %v", res.err)
 	}
 
-	diffEvents(t, res.events, []emitted{
+	diffEvents(t, res.events, []enginetest.Emitted{
 		textDelta("Hello"),
 		textDelta("!"),
 		usageReported(tokens(protocol.UnitInputTokens, 25), tokens(protocol.UnitOutputTokens, 15)),
@@ -75,7 +76,7 @@ func TestStreamToolUse(t *testing.T) {
 	}
 
 	const id = "toolu_01SwbdWeatherCall0001"
-	var want []emitted
+	var want []enginetest.Emitted
 	for _, s := range []string{"Okay", ",", " let", "'s", " check", " the", " weather", " for", " San", " Francisco", ",", " CA", ":"} {
 		want = append(want, textDelta(s))
 	}
@@ -114,7 +115,7 @@ func TestStreamToolWithoutInput(t *testing.T) {
 	}
 	const id = "toolu_01SwbdGetTimeCall00001"
 	// No fragment arrived, so the arguments are the empty object the block opened with.
-	diffEvents(t, res.events, []emitted{
+	diffEvents(t, res.events, []enginetest.Emitted{
 		toolStarted(0, id, "get_time"),
 		argsDelta(id, "{}"),
 		usageReported(tokens(protocol.UnitInputTokens, 310), tokens(protocol.UnitOutputTokens, 31)),
@@ -136,7 +137,7 @@ func TestStreamUsageWithCache(t *testing.T) {
 		tokens(protocol.UnitCacheReadTokens, 2048),
 		tokens(protocol.UnitCacheWriteTokens, 188086),
 	}
-	diffEvents(t, res.events, []emitted{
+	diffEvents(t, res.events, []enginetest.Emitted{
 		textDelta("The major themes"),
 		textDelta(" are pride and prejudice."),
 		usageReported(wantUsage...),
@@ -157,7 +158,7 @@ func TestStreamRefusal(t *testing.T) {
 	up := newUpstream(t, http.StatusOK, "stream_refusal.sse", "request-id", "req_01SwbdRefusal000000001")
 	res := run(t, deployment(up.URL, streaming), hello(t))
 
-	diffEvents(t, res.events, []emitted{
+	diffEvents(t, res.events, []enginetest.Emitted{
 		textDelta("I can"),
 		usageReported(tokens(protocol.UnitInputTokens, 25), tokens(protocol.UnitOutputTokens, 2)),
 	})
@@ -186,13 +187,13 @@ func TestStreamErrorEvent(t *testing.T) {
 	for _, tc := range []struct {
 		name          string
 		file          string
-		events        []emitted
+		events        []enginetest.Emitted
 		wantRetryable bool
 	}{
 		// Before any output the engine may fall back to another deployment.
 		{name: "before output", file: "stream_overloaded.sse", wantRetryable: true},
 		// After output the failure is terminal, and the flag says so (as for truncation).
-		{name: "after output", file: "stream_overloaded_after_output.sse", events: []emitted{textDelta("Hello")}},
+		{name: "after output", file: "stream_overloaded_after_output.sse", events: []enginetest.Emitted{textDelta("Hello")}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			up := newUpstream(t, http.StatusOK, tc.file, "request-id", "req_01SwbdOverloaded000001")
@@ -221,12 +222,12 @@ func TestStreamTruncated(t *testing.T) {
 	for _, tc := range []struct {
 		name          string
 		file          string
-		events        []emitted
+		events        []enginetest.Emitted
 		wantRetryable bool
 	}{
 		{name: "before output", file: "stream_truncated_before_output.sse", wantRetryable: true},
 		// The file is also cut mid-frame: the incomplete frame is discarded, not applied.
-		{name: "after output", file: "stream_truncated_after_output.sse", events: []emitted{textDelta("Hello")}},
+		{name: "after output", file: "stream_truncated_after_output.sse", events: []enginetest.Emitted{textDelta("Hello")}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			up := newUpstream(t, http.StatusOK, tc.file)
@@ -274,7 +275,7 @@ func TestStreamStalled(t *testing.T) {
 	defer cancel()
 	res := runCtx(t, ctx, deployment(up.URL, streaming), hello(t))
 
-	diffEvents(t, res.events, []emitted{textDelta("Hello")})
+	diffEvents(t, res.events, []enginetest.Emitted{textDelta("Hello")})
 	got := asError(t, res.err)
 	if got.Code != protocol.CodeProviderTimeout {
 		t.Errorf("error code = %s, want provider_timeout", got.Code)
@@ -293,7 +294,7 @@ func TestNonStreaming(t *testing.T) {
 		if res.err != nil {
 			t.Fatalf("Execute: %v", res.err)
 		}
-		diffEvents(t, res.events, []emitted{
+		diffEvents(t, res.events, []enginetest.Emitted{
 			textDelta("Hi! My name is Claude."),
 			usageReported(tokens(protocol.UnitInputTokens, 2095), tokens(protocol.UnitOutputTokens, 503)),
 		})
@@ -332,7 +333,7 @@ func TestNonStreaming(t *testing.T) {
 			t.Fatalf("Execute: %v", res.err)
 		}
 		const id = "toolu_01SwbdWeatherCall0002"
-		diffEvents(t, res.events, []emitted{
+		diffEvents(t, res.events, []enginetest.Emitted{
 			textDelta("I'll check the current weather in San Francisco for you."),
 			toolStarted(0, id, "get_weather"),
 			argsDelta(id, `{"location":"San Francisco, CA","unit":"celsius"}`),

@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/switchboard-dev/switchboard/runtime/engine/enginetest"
 	"github.com/switchboard-dev/switchboard/runtime/protocol"
 )
 
@@ -24,7 +25,7 @@ func TestCompletionOneDelta(t *testing.T) {
 		`{"unit":"output_tokens","quantity":10,"source":"provider"},` +
 		`{"unit":"cache_read_tokens","quantity":0,"source":"provider"},` +
 		`{"unit":"reasoning_tokens","quantity":0,"source":"provider"}]}`
-	diffEvents(t, res.events, []recorded{
+	diffEvents(t, res.events, []enginetest.Emitted{
 		ev(protocol.EventOutputDelta, `{"index":0,"type":"text","text":"Hello! How can I assist you today?"}`),
 		ev(protocol.EventUsageReported, usage),
 	})
@@ -53,7 +54,7 @@ func TestCompletionToolCalls(t *testing.T) {
 		t.Fatalf("Execute: %v", res.err)
 	}
 	const id = "call_sbBOSTON00000000000000001"
-	diffEvents(t, res.events, []recorded{
+	diffEvents(t, res.events, []enginetest.Emitted{
 		ev(protocol.EventToolCallStarted, `{"index":0,"call_id":"`+id+`","name":"get_current_weather"}`),
 		ev(protocol.EventToolCallArgsDelta, `{"call_id":"`+id+`","delta":"{\n\"location\": \"Boston, MA\"\n}"}`),
 		ev(protocol.EventUsageReported, `{"usage":[`+

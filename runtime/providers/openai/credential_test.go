@@ -66,7 +66,7 @@ func TestCredentialOnlyInAuthorizationHeader(t *testing.T) {
 			}
 
 			for _, e := range res.events {
-				if containsAny(e.Data, canary) {
+				if containsAny(string(e.Data), canary) {
 					t.Errorf("credential in emitted %s: %s", e.Type, e.Data)
 				}
 			}

@@ -1,19 +1,14 @@
 package openai_test
 
 import (
-	"context"
-	"errors"
 	"net/http"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/switchboard-dev/switchboard/runtime/engine"
-	"github.com/switchboard-dev/switchboard/runtime/eventstore"
-	"github.com/switchboard-dev/switchboard/runtime/eventstore/memory"
+	"github.com/switchboard-dev/switchboard/runtime/engine/enginetest"
 	"github.com/switchboard-dev/switchboard/runtime/protocol"
 	"github.com/switchboard-dev/switchboard/runtime/providers/openai"
-	"github.com/switchboard-dev/switchboard/runtime/routing"
 )
 
 // Through the real engine: a rate-limited first deployment falls back to the second,
@@ -27,26 +22,14 @@ func TestThroughEngine(t *testing.T) {
 	second := *deployment(tools.endpoint(), streaming(), with(protocol.CapTools))
 	second.Ref.Name, second.Provider, second.Priority = "second", openai.ProviderCompatible, 0
 
-	var table routing.Holder
-	table.Store(routing.NewTable([]routing.Deployment{first, second}))
-	store := memory.New()
-	t.Cleanup(func() { store.Close() })
 	adapters := map[string]engine.Factory{}
 	openai.Register(adapters)
-	e := engine.New(engine.Config{Store: store, Table: &table, Adapters: adapters})
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		e.Shutdown(ctx)
-	})
+	h := enginetest.NewHarness(t, engine.Config{Adapters: adapters}, first, second)
 
 	req := request(t, `{"ability":"chat","input":[{"type":"text","text":"Weather in Paris and Bogotá?"},
 		{"type":"tool","name":"get_weather","parameters":{"type":"object"}}]}`)
-	id := engine.NewExecutionID()
-	if _, err := e.Submit(context.Background(), id, time.Time{}, req); err != nil {
-		t.Fatalf("Submit: %v", err)
-	}
-	events := waitTerminal(t, store, id)
+	id := h.Submit(req).ID
+	events := h.WaitTerminal(id)
 
 	var types []string
 	for _, ev := range events {
@@ -65,25 +48,5 @@ func TestThroughEngine(t *testing.T) {
 	}
 	if !strings.Contains(string(events[2].Data), `"code":"rate_limited"`) {
 		t.Errorf("attempt_failed = %s", events[2].Data)
-	}
-}
-
-func waitTerminal(t *testing.T, store eventstore.Store, id string) []protocol.Event {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	var all []protocol.Event
-	for {
-		evs, err := store.Read(ctx, id, uint64(len(all)), 0)
-		if err != nil {
-			t.Fatalf("Read: %v", err)
-		}
-		all = append(all, evs...)
-		if n := len(all); n > 0 && all[n-1].Type.Terminal() {
-			return all
-		}
-		if err := store.Wait(ctx, id, uint64(len(all))); err != nil && !errors.Is(err, eventstore.ErrTerminated) {
-			t.Fatalf("Wait: %v", err)
-		}
 	}
 }

@@ -9,16 +9,15 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"strings"
+	"slices"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
-	"github.com/go-logr/logr/funcr"
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/switchboard-dev/switchboard/runtime/engine"
+	"github.com/switchboard-dev/switchboard/runtime/engine/enginetest"
 	"github.com/switchboard-dev/switchboard/runtime/protocol"
 	"github.com/switchboard-dev/switchboard/runtime/providers/openai"
 	"github.com/switchboard-dev/switchboard/runtime/routing"
@@ -180,67 +179,14 @@ func request(t *testing.T, body string) *protocol.Request {
 
 const hello = `{"ability":"chat","input":[{"type":"text","text":"Say hello."}]}`
 
-// recorded is one emitted event: its type and data as JSON.
-type recorded struct {
-	Type protocol.EventType
-	Data string
-}
-
-func ev(typ protocol.EventType, data string) recorded { return recorded{typ, data} }
-
-// recorder is an engine.Emitter that records what an adapter emits, refusing the types
-// the engine refuses.
-type recorder struct {
-	mu     sync.Mutex
-	events []recorded
-}
-
-func (r *recorder) Emit(typ protocol.EventType, data any) error {
-	switch typ {
-	case protocol.EventOutputDelta, protocol.EventToolCallStarted, protocol.EventToolCallArgsDelta,
-		protocol.EventProgress, protocol.EventOutputResult, protocol.EventUsageReported:
-	default:
-		return engine.ErrInvalidEvent
-	}
-	b, err := json.Marshal(data)
-	if err != nil {
-		return engine.ErrInvalidEvent
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.events = append(r.events, recorded{typ, string(b)})
-	return nil
-}
-
-func (r *recorder) recorded() []recorded {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return append([]recorded(nil), r.events...)
-}
-
-// logSink collects every log line (verbosity 1 included).
-type logSink struct {
-	mu    sync.Mutex
-	lines []string
-}
-
-func (l *logSink) logger() logr.Logger {
-	return funcr.New(func(prefix, args string) {
-		l.mu.Lock()
-		defer l.mu.Unlock()
-		l.lines = append(l.lines, prefix+" "+args)
-	}, funcr.Options{Verbosity: 1})
-}
-
-func (l *logSink) text() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return strings.Join(l.lines, "\n")
+// ev is the expected form of one emitted event, its data given as JSON text.
+func ev(typ protocol.EventType, data string) enginetest.Emitted {
+	return enginetest.Emitted{Type: typ, Data: json.RawMessage(data)}
 }
 
 // result is one Execute call's outcome.
 type result struct {
-	events []recorded
+	events []enginetest.Emitted
 	out    engine.Outcome
 	err    error
 	logs   string
@@ -249,14 +195,14 @@ type result struct {
 // execute builds the adapter for d and runs one attempt of req.
 func execute(t *testing.T, ctx context.Context, d *routing.Deployment, req *protocol.Request) result {
 	t.Helper()
-	var logs logSink
-	a, err := openai.New(d, openai.WithLogger(logs.logger()))
+	var logs enginetest.LogSink
+	a, err := openai.New(d, openai.WithLogger(logs.Logger()))
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
-	rec := &recorder{}
+	rec := &enginetest.Recorder{}
 	out, err := a.Execute(ctx, engine.Attempt{ExecutionID: "exe_test", Number: 1, Request: req, Deployment: d, CleanupGrace: time.Second}, rec)
-	return result{events: rec.recorded(), out: out, err: err, logs: logs.text()}
+	return result{events: rec.Recorded(), out: out, err: err, logs: logs.Text()}
 }
 
 // protoErr returns the portable error of res, failing the test if there is none.
@@ -273,27 +219,8 @@ func (res result) protoErr(t *testing.T) *protocol.Error {
 // for the outcome, into the result snapshot, as JSON.
 func (res result) snapshot(t *testing.T) string {
 	t.Helper()
-	ts := time.Date(2026, 12, 2, 13, 0, 0, 0, time.UTC)
-	var events []protocol.Event
-	add := func(typ protocol.EventType, data []byte) {
-		events = append(events, protocol.Event{ExecutionID: "exe_test", Sequence: uint64(len(events) + 1), Timestamp: ts, Type: typ, Data: data})
-	}
-	for _, e := range res.events {
-		add(e.Type, []byte(e.Data))
-	}
-	var term []byte
-	if res.err != nil {
-		term, _ = json.Marshal(protocol.FailedData{Error: protocol.AsError(res.err)})
-		add(protocol.EventFailed, term)
-	} else {
-		term, _ = json.Marshal(protocol.CompletedData{FinishReason: res.out.FinishReason})
-		add(protocol.EventCompleted, term)
-	}
-	s := protocol.Materialize("exe_test", events)
-	if s.Sequence != uint64(len(events)) {
-		t.Fatalf("snapshot folded %d of %d events", s.Sequence, len(events))
-	}
-	b, err := json.Marshal(s)
+	events := enginetest.Envelopes("exe_test", slices.Concat(res.events, []enginetest.Emitted{enginetest.Terminal(res.out, res.err)})...)
+	b, err := json.Marshal(enginetest.Materialize(t, "exe_test", events))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -310,7 +237,7 @@ func compactJSON(t *testing.T, s string) string {
 	return buf.String()
 }
 
-func diffEvents(t *testing.T, got, want []recorded) {
+func diffEvents(t *testing.T, got, want []enginetest.Emitted) {
 	t.Helper()
 	if d := cmp.Diff(want, got); d != "" {
 		t.Errorf("emitted events (-want +got):\n%s", d)

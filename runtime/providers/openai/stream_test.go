@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/switchboard-dev/switchboard/runtime/engine/enginetest"
 	"github.com/switchboard-dev/switchboard/runtime/protocol"
 )
 
@@ -21,11 +22,11 @@ func TestStreamText(t *testing.T) {
 	if res.out.FinishReason != "stop" {
 		t.Errorf("FinishReason = %q, want stop", res.out.FinishReason)
 	}
-	delta := func(s string) recorded {
+	delta := func(s string) enginetest.Emitted {
 		b, _ := json.Marshal(s)
 		return ev(protocol.EventOutputDelta, `{"index":0,"type":"text","text":`+string(b)+`}`)
 	}
-	diffEvents(t, res.events, []recorded{
+	diffEvents(t, res.events, []enginetest.Emitted{
 		delta("Hello"), delta("!"), delta(" How"), delta(" can"), delta(" I"),
 		delta(" assist"), delta(" you"), delta(" today"), delta("?"),
 		ev(protocol.EventUsageReported, `{"usage":[`+
@@ -73,11 +74,11 @@ func TestStreamParallelToolCalls(t *testing.T) {
 		t.Errorf("FinishReason = %q, want tool_calls", res.out.FinishReason)
 	}
 	const paris, bogota = "call_sbPARIS0000000000000001", "call_sbBOGOTA000000000000002"
-	args := func(id, delta string) recorded {
+	args := func(id, delta string) enginetest.Emitted {
 		b, _ := json.Marshal(protocol.ToolCallArgsDeltaData{CallID: id, Delta: delta})
 		return ev(protocol.EventToolCallArgsDelta, string(b))
 	}
-	diffEvents(t, res.events, []recorded{
+	diffEvents(t, res.events, []enginetest.Emitted{
 		ev(protocol.EventToolCallStarted, `{"index":0,"call_id":"`+paris+`","name":"get_weather"}`),
 		args(paris, `{"`), args(paris, "location"), args(paris, `":"`), args(paris, "Paris"),
 		args(paris, ","), args(paris, " France"), args(paris, `"}`),
@@ -130,7 +131,7 @@ data: [DONE]
 	if res.err != nil {
 		t.Fatalf("Execute: %v", res.err)
 	}
-	diffEvents(t, res.events, []recorded{
+	diffEvents(t, res.events, []enginetest.Emitted{
 		ev(protocol.EventToolCallStarted, `{"index":0,"call_id":"call_a","name":"f"}`),
 		ev(protocol.EventToolCallStarted, `{"index":1,"call_id":"call_b","name":"g"}`),
 		ev(protocol.EventToolCallArgsDelta, `{"call_id":"call_b","delta":"{\"x\""}`),
@@ -154,7 +155,7 @@ func TestStreamToolCallWithoutID(t *testing.T) {
 func TestStreamInStreamError(t *testing.T) {
 	up := serve(t, sseReply(testdata(t, "stream_error.sse")))
 	res := execute(t, context.Background(), deployment(up.endpoint(), streaming()), request(t, hello))
-	diffEvents(t, res.events, []recorded{
+	diffEvents(t, res.events, []enginetest.Emitted{
 		ev(protocol.EventOutputDelta, `{"index":0,"type":"text","text":"The"}`),
 		ev(protocol.EventOutputDelta, `{"index":0,"type":"text","text":" answer"}`),
 	})
@@ -251,7 +252,7 @@ func TestStreamStalled(t *testing.T) {
 	if d := cmp.Diff(want, res.protoErr(t)); d != "" {
 		t.Errorf("error (-want +got):\n%s", d)
 	}
-	diffEvents(t, res.events, []recorded{ev(protocol.EventOutputDelta, `{"index":0,"type":"text","text":"Hello"}`)})
+	diffEvents(t, res.events, []enginetest.Emitted{ev(protocol.EventOutputDelta, `{"index":0,"type":"text","text":"Hello"}`)})
 	// Generous bound: only an adapter that ignores its context misses it.
 	if took < deadline || took > deadline+2*time.Second {
 		t.Errorf("Execute returned after %s, want just after the %s deadline", took, deadline)
@@ -274,7 +275,7 @@ func TestStreamCancelled(t *testing.T) {
 func TestStreamContentFilter(t *testing.T) {
 	up := serve(t, sseReply(testdata(t, "stream_content_filter.sse")))
 	res := execute(t, context.Background(), deployment(up.endpoint(), streaming()), request(t, hello))
-	diffEvents(t, res.events, []recorded{
+	diffEvents(t, res.events, []enginetest.Emitted{
 		ev(protocol.EventOutputDelta, `{"index":0,"type":"text","text":"Once upon"}`),
 		ev(protocol.EventUsageReported, `{"usage":[{"unit":"input_tokens","quantity":12,"source":"provider"},{"unit":"output_tokens","quantity":3,"source":"provider"}]}`),
 	})
@@ -311,7 +312,7 @@ data: [DONE]
 	if res.err != nil || res.out.FinishReason != "length" {
 		t.Fatalf("Execute = %+v, %v; want finish reason length", res.out, res.err)
 	}
-	diffEvents(t, res.events, []recorded{
+	diffEvents(t, res.events, []enginetest.Emitted{
 		ev(protocol.EventOutputDelta, `{"index":0,"type":"text","text":"Hi"}`),
 		ev(protocol.EventUsageReported, `{"usage":[`+
 			`{"unit":"input_tokens","quantity":9,"source":"provider"},`+
@@ -334,7 +335,7 @@ data: [DONE]
 	if res.err != nil {
 		t.Fatalf("Execute: %v", res.err)
 	}
-	diffEvents(t, res.events, []recorded{
+	diffEvents(t, res.events, []enginetest.Emitted{
 		ev(protocol.EventToolCallStarted, `{"index":0,"call_id":"call_a","name":"f"}`),
 		ev(protocol.EventToolCallArgsDelta, `{"call_id":"call_a","delta":"{}"}`),
 		ev(protocol.EventToolCallStarted, `{"index":1,"call_id":"call_b","name":"g"}`),

@@ -2,13 +2,11 @@ package replicate
 
 import (
 	"context"
-	"errors"
 	"testing"
 	"time"
 
 	"github.com/switchboard-dev/switchboard/runtime/engine"
-	"github.com/switchboard-dev/switchboard/runtime/eventstore"
-	"github.com/switchboard-dev/switchboard/runtime/eventstore/memory"
+	"github.com/switchboard-dev/switchboard/runtime/engine/enginetest"
 	"github.com/switchboard-dev/switchboard/runtime/protocol"
 	"github.com/switchboard-dev/switchboard/runtime/routing"
 )
@@ -18,9 +16,9 @@ import (
 func TestThroughEngine(t *testing.T) {
 	t.Run("completed", func(t *testing.T) {
 		f := newFake(t, createdJSON("pro_starting.json"), okJSON("pro_succeeded.json"))
-		eng, store := newEngine(t, f)
-		id := submit(t, eng, `{"ability":"image","input":[{"type":"text","text":"a paper boat"}]}`)
-		snap := protocol.Materialize(id, waitTerminal(t, store, id))
+		h := newEngine(t, f)
+		id := h.Submit(request(t, `{"ability":"image","input":[{"type":"text","text":"a paper boat"}]}`)).ID
+		snap := protocol.Materialize(id, h.WaitTerminal(id))
 		snap.ID = "exe_test"
 		const url = "https://replicate.delivery/czjl/Xq4cYvRrvVZ2fRk8e8TuBRmBKn9mwjoUX8aEo0yMUGUSwPTnA/output.png"
 		assertJSON(t, "snapshot", snap, `{
@@ -32,14 +30,14 @@ func TestThroughEngine(t *testing.T) {
 	})
 	t.Run("cancelled", func(t *testing.T) {
 		f := newFake(t, createdJSON("flux_starting.json"), okJSON("flux_processing_1.json"))
-		eng, store := newEngine(t, f)
-		id := submit(t, eng, foxRequest)
+		h := newEngine(t, f)
+		id := h.Submit(request(t, foxRequest)).ID
 		<-f.polled
 		<-f.polled
-		if _, err := eng.Cancel(context.Background(), id); err != nil {
+		if _, err := h.Engine.Cancel(context.Background(), id); err != nil {
 			t.Fatalf("Cancel: %v", err)
 		}
-		snap := protocol.Materialize(id, waitTerminal(t, store, id))
+		snap := protocol.Materialize(id, h.WaitTerminal(id))
 		snap.ID = "exe_test"
 		assertJSON(t, "snapshot", snap, `{
 			"id":"exe_test","status":"failed","sequence":5,"output":[],"tool_calls":[],"artifacts":[],"usage":[],
@@ -53,56 +51,13 @@ func TestThroughEngine(t *testing.T) {
 	})
 }
 
-func newEngine(t *testing.T, f *fakeReplicate) (*engine.Engine, *memory.Store) {
+// newEngine runs the adapter, talking to f, inside a real engine.
+func newEngine(t *testing.T, f *fakeReplicate) *enginetest.Harness {
 	t.Helper()
-	store := memory.New()
-	holder := new(routing.Holder)
-	holder.Store(routing.NewTable([]routing.Deployment{*deployment(f.srv.URL)}))
-	eng := engine.New(engine.Config{
-		Store: store,
-		Table: holder,
+	return enginetest.NewHarness(t, engine.Config{
 		Adapters: map[string]engine.Factory{
 			Provider: func(d *routing.Deployment) (engine.Adapter, error) { return New(d, fast(f)...) },
 		},
 		CleanupGrace: 2 * time.Second,
-	})
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
-		defer cancel()
-		if err := eng.Shutdown(ctx); err != nil {
-			t.Errorf("Shutdown: %v", err)
-		}
-		_ = store.Close()
-	})
-	return eng, store
-}
-
-func submit(t *testing.T, eng *engine.Engine, body string) string {
-	t.Helper()
-	id := engine.NewExecutionID()
-	if _, err := eng.Submit(context.Background(), id, time.Time{}, request(t, body)); err != nil {
-		t.Fatalf("Submit: %v", err)
-	}
-	return id
-}
-
-// waitTerminal returns the execution's events once the terminal one is recorded.
-func waitTerminal(t *testing.T, store eventstore.Store, id string) []protocol.Event {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
-	defer cancel()
-	var events []protocol.Event
-	for {
-		more, err := store.Read(ctx, id, uint64(len(events)), 0)
-		if err != nil {
-			t.Fatalf("Read: %v", err)
-		}
-		events = append(events, more...)
-		if n := len(events); n > 0 && events[n-1].Type.Terminal() {
-			return events
-		}
-		if err := store.Wait(ctx, id, uint64(len(events))); err != nil && !errors.Is(err, eventstore.ErrTerminated) {
-			t.Fatalf("Wait: %v", err)
-		}
-	}
+	}, *deployment(f.srv.URL))
 }

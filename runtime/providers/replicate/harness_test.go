@@ -11,16 +11,17 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr"
-	"github.com/go-logr/logr/funcr"
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/switchboard-dev/switchboard/runtime/engine"
+	"github.com/switchboard-dev/switchboard/runtime/engine/enginetest"
 	"github.com/switchboard-dev/switchboard/runtime/protocol"
 	"github.com/switchboard-dev/switchboard/runtime/routing"
 )
@@ -228,82 +229,11 @@ func fast(f *fakeReplicate) []Option {
 	return []Option{WithHTTPClient(f.srv.Client()), WithPollBackoff(5*time.Millisecond, 20*time.Millisecond)}
 }
 
-// emitted is one event an adapter emitted.
-type emitted struct {
-	Type protocol.EventType `json:"type"`
-	Data json.RawMessage    `json:"data"`
-}
-
-// recorder is an engine.Emitter that records what is emitted, refusing what the engine
-// would refuse: lifecycle types, data not of the type's shape (decoded strictly), and
-// any emit once the attempt's context has ended.
-type recorder struct {
-	ctx    context.Context
-	mu     sync.Mutex
-	events []emitted
-}
-
-func (r *recorder) Emit(typ protocol.EventType, data any) error {
-	if r.ctx.Err() != nil {
-		return engine.ErrAttemptOver
-	}
-	b, err := json.Marshal(data)
-	if err != nil {
-		return engine.ErrInvalidEvent
-	}
-	var target any
-	switch typ {
-	case protocol.EventProgress:
-		target = &protocol.ProgressData{}
-	case protocol.EventOutputResult:
-		target = &protocol.OutputResultData{}
-	case protocol.EventUsageReported:
-		target = &protocol.UsageReportedData{}
-	default:
-		return fmt.Errorf("unexpected event type %s: %w", typ, engine.ErrInvalidEvent)
-	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(target); err != nil {
-		return fmt.Errorf("%s data: %v: %w", typ, err, engine.ErrInvalidEvent)
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.events = append(r.events, emitted{Type: typ, Data: b})
-	return nil
-}
-
-func (r *recorder) recorded() []emitted {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return append([]emitted{}, r.events...)
-}
-
-// logBuffer collects every log line, at every verbosity.
-type logBuffer struct {
-	mu    sync.Mutex
-	lines []string
-}
-
-func (l *logBuffer) logger() logr.Logger {
-	return funcr.New(func(prefix, args string) {
-		l.mu.Lock()
-		defer l.mu.Unlock()
-		l.lines = append(l.lines, prefix+" "+args)
-	}, funcr.Options{Verbosity: 10})
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return strings.Join(l.lines, "\n")
-}
-
 // outcome is what one Execute call produced.
 type outcome struct {
 	out    engine.Outcome
 	err    error
-	events []emitted
+	events []enginetest.Emitted // never nil, so that no events read as [] in JSON
 	logs   string
 }
 
@@ -314,37 +244,29 @@ func attempt(ctx context.Context, t *testing.T, d *routing.Deployment, req *prot
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
-	logs := &logBuffer{}
-	ctx = logr.NewContext(ctx, logs.logger())
-	rec := &recorder{ctx: ctx}
+	logs := &enginetest.LogSink{}
+	ctx = logr.NewContext(ctx, logs.Logger())
+	// The engine refuses emits once the attempt's context has ended, and this adapter
+	// emits only progress, results and usage.
+	rec := &enginetest.Recorder{Context: ctx, Types: []protocol.EventType{
+		protocol.EventProgress, protocol.EventOutputResult, protocol.EventUsageReported}}
 	at := engine.Attempt{ExecutionID: "exe_test", Number: 1, Request: req, Deployment: d, CleanupGrace: grace}
 	out, err := ad.Execute(ctx, at, rec)
-	return outcome{out: out, err: err, events: rec.recorded(), logs: logs.String()}
+	return outcome{out: out, err: err, events: append([]enginetest.Emitted{}, rec.Recorded()...), logs: logs.Text()}
 }
 
 // envelopes wraps the recorded emits as the engine would: accepted and route.selected
 // first, the terminal event from Execute's result last.
 func envelopes(d *routing.Deployment, o outcome) []protocol.Event {
-	ts := time.Date(2026, 12, 2, 13, 0, 0, 0, time.UTC)
-	var evs []protocol.Event
-	add := func(typ protocol.EventType, data any) {
-		b, err := json.Marshal(data)
-		if err != nil {
-			panic(err)
-		}
-		evs = append(evs, protocol.Event{ExecutionID: "exe_test", Sequence: uint64(len(evs) + 1), Timestamp: ts, Type: typ, Data: b})
-	}
-	add(protocol.EventAccepted, protocol.AcceptedData{Ability: "image", DeadlineAt: ts.Add(5 * time.Minute)})
-	add(protocol.EventRouteSelected, protocol.RouteSelectedData{Attempt: 1, Deployment: d.Ref.String(), Provider: d.Provider, Model: d.Model})
-	for _, e := range o.events {
-		add(e.Type, e.Data)
-	}
-	if o.err == nil {
-		add(protocol.EventCompleted, protocol.CompletedData{FinishReason: o.out.FinishReason})
-	} else {
-		add(protocol.EventFailed, protocol.FailedData{Error: protocol.AsError(o.err)})
-	}
-	return evs
+	deadline := time.Date(2026, 12, 2, 13, 5, 0, 0, time.UTC)
+	return enginetest.Envelopes("exe_test", slices.Concat(
+		[]enginetest.Emitted{
+			enginetest.Encode(protocol.EventAccepted, protocol.AcceptedData{Ability: "image", DeadlineAt: deadline}),
+			enginetest.Encode(protocol.EventRouteSelected, protocol.RouteSelectedData{Attempt: 1, Deployment: d.Ref.String(), Provider: d.Provider, Model: d.Model}),
+		},
+		o.events,
+		[]enginetest.Emitted{enginetest.Terminal(o.out, o.err)},
+	)...)
 }
 
 // assertJSON compares got (marshalled) with the JSON text want, ignoring formatting.

@@ -1,0 +1,81 @@
+package enginetest
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/switchboard-dev/switchboard/runtime/engine"
+	"github.com/switchboard-dev/switchboard/runtime/eventstore"
+	"github.com/switchboard-dev/switchboard/runtime/eventstore/memory"
+	"github.com/switchboard-dev/switchboard/runtime/protocol"
+	"github.com/switchboard-dev/switchboard/runtime/routing"
+)
+
+// waitTimeout bounds every wait of a Harness; only a broken engine or adapter reaches it.
+const waitTimeout = 10 * time.Second
+
+// Harness is a real engine.Engine over a memory store and a routing table, so that
+// adapters run as they do in the runtime, under the engine's own checks.
+type Harness struct {
+	// Engine is the engine under test.
+	Engine *engine.Engine
+	// Store is the engine's store.
+	Store *memory.Store
+
+	t testing.TB
+}
+
+// NewHarness starts an engine configured by cfg, with a fresh memory store as cfg.Store
+// and a routing table of deployments as cfg.Table. When the test ends it shuts the engine
+// down, failing t if that takes longer than ten seconds, then closes the store.
+func NewHarness(t testing.TB, cfg engine.Config, deployments ...routing.Deployment) *Harness {
+	t.Helper()
+	h := &Harness{Store: memory.New(), t: t}
+	cfg.Store = h.Store
+	cfg.Table = new(routing.Holder)
+	cfg.Table.Store(routing.NewTable(deployments))
+	h.Engine = engine.New(cfg)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+		defer cancel()
+		if err := h.Engine.Shutdown(ctx); err != nil {
+			t.Errorf("Shutdown: %v", err)
+		}
+		_ = h.Store.Close()
+	})
+	return h
+}
+
+// Submit submits req as a new execution, failing the test on error.
+func (h *Harness) Submit(req *protocol.Request) engine.Accepted {
+	h.t.Helper()
+	acc, err := h.Engine.Submit(h.t.Context(), engine.NewExecutionID(), time.Time{}, req)
+	if err != nil {
+		h.t.Fatalf("Submit: %v", err)
+	}
+	return acc
+}
+
+// WaitTerminal waits until the terminal event of execution id is recorded and returns
+// every event of the execution.
+func (h *Harness) WaitTerminal(id string) []protocol.Event {
+	h.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	var events []protocol.Event
+	for {
+		more, err := h.Store.Read(ctx, id, uint64(len(events)), 0)
+		if err != nil {
+			h.t.Fatalf("Read: %v", err)
+		}
+		events = append(events, more...)
+		if n := len(events); n > 0 && events[n-1].Type.Terminal() {
+			return events
+		}
+		if err := h.Store.Wait(ctx, id, uint64(len(events))); err != nil && !errors.Is(err, eventstore.ErrTerminated) {
+			h.t.Fatalf("waiting for the terminal event of %s: %v", id, err)
+		}
+	}
+}

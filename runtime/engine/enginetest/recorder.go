@@ -1,0 +1,140 @@
+package enginetest
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/switchboard-dev/switchboard/runtime/engine"
+	"github.com/switchboard-dev/switchboard/runtime/protocol"
+)
+
+// Emitted is one event an adapter emitted: its type and its data as JSON.
+type Emitted struct {
+	Type protocol.EventType `json:"type"`
+	Data json.RawMessage    `json:"data"`
+}
+
+// Encode returns typ with data encoded as JSON, for expectations written in tests. It
+// panics if data cannot be encoded.
+func Encode(typ protocol.EventType, data any) Emitted {
+	b, err := json.Marshal(data)
+	if err != nil {
+		panic(fmt.Sprintf("encode %s: %v", typ, err))
+	}
+	return Emitted{Type: typ, Data: b}
+}
+
+// Recorder is an engine.Emitter that records what an adapter emits. It refuses what the
+// engine refuses for the event's type and shape: types an adapter may not emit, and data
+// that does not encode or does not decode strictly (no unknown fields) into the type's
+// payload, with engine.ErrInvalidEvent. The engine's finer checks of the values are
+// covered by running the adapter in a Harness.
+//
+// Its zero value is ready to use; it is safe for concurrent use.
+type Recorder struct {
+	// Context, if set, is the attempt's context: once it has ended Emit refuses with
+	// engine.ErrAttemptOver, as the engine does.
+	Context context.Context
+	// Types, if set, are the only types accepted, for an adapter that must not emit the
+	// others.
+	Types []protocol.EventType
+
+	mu      sync.Mutex
+	emitted []Emitted
+}
+
+var _ engine.Emitter = (*Recorder)(nil)
+
+// Emit implements engine.Emitter.
+func (r *Recorder) Emit(typ protocol.EventType, data any) error {
+	if r.Context != nil && r.Context.Err() != nil {
+		return engine.ErrAttemptOver
+	}
+	target := payload(typ)
+	if target == nil {
+		return fmt.Errorf("emit %s: adapters may not emit this type: %w", typ, engine.ErrInvalidEvent)
+	}
+	if r.Types != nil && !slices.Contains(r.Types, typ) {
+		return fmt.Errorf("emit %s: unexpected event type: %w", typ, engine.ErrInvalidEvent)
+	}
+	b, err := json.Marshal(data)
+	if err != nil {
+		return fmt.Errorf("emit %s: data cannot be encoded: %w", typ, engine.ErrInvalidEvent)
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(target); err != nil {
+		return fmt.Errorf("emit %s: data does not have the type's shape: %v: %w", typ, err, engine.ErrInvalidEvent)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.emitted = append(r.emitted, Emitted{Type: typ, Data: b})
+	return nil
+}
+
+// Recorded returns what was recorded so far, in order; nil if nothing was.
+func (r *Recorder) Recorded() []Emitted {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.emitted)
+}
+
+// payload returns a new payload of typ, or nil if an adapter may not emit typ.
+func payload(typ protocol.EventType) any {
+	switch typ {
+	case protocol.EventOutputDelta:
+		return new(protocol.OutputDeltaData)
+	case protocol.EventToolCallStarted:
+		return new(protocol.ToolCallStartedData)
+	case protocol.EventToolCallArgsDelta:
+		return new(protocol.ToolCallArgsDeltaData)
+	case protocol.EventProgress:
+		return new(protocol.ProgressData)
+	case protocol.EventOutputResult:
+		return new(protocol.OutputResultData)
+	case protocol.EventUsageReported:
+		return new(protocol.UsageReportedData)
+	}
+	return nil
+}
+
+// Terminal returns the terminal event the engine records for an attempt whose Execute
+// returned out and err: execution.completed with out's finish reason, or execution.failed
+// with err as a protocol error.
+func Terminal(out engine.Outcome, err error) Emitted {
+	if err != nil {
+		return Encode(protocol.EventFailed, protocol.FailedData{Error: protocol.AsError(err)})
+	}
+	return Encode(protocol.EventCompleted, protocol.CompletedData{FinishReason: out.FinishReason})
+}
+
+// timestamp stamps every envelope: snapshots do not depend on it, and a fixed one keeps
+// the events the same from run to run.
+var timestamp = time.Date(2026, 12, 2, 13, 0, 0, 0, time.UTC)
+
+// Envelopes wraps emitted as the events of execution id, as the engine would record
+// them: sequences from 1 without gaps and a UTC timestamp.
+func Envelopes(id string, emitted ...Emitted) []protocol.Event {
+	evs := make([]protocol.Event, len(emitted))
+	for i, e := range emitted {
+		evs[i] = protocol.Event{ExecutionID: id, Sequence: uint64(i + 1), Timestamp: timestamp, Type: e.Type, Data: e.Data}
+	}
+	return evs
+}
+
+// Materialize folds events into the snapshot of execution id, as protocol.Materialize
+// does, and fails t unless every event folds.
+func Materialize(t testing.TB, id string, events []protocol.Event) protocol.Snapshot {
+	t.Helper()
+	s := protocol.Materialize(id, events)
+	if s.Sequence != uint64(len(events)) {
+		t.Fatalf("snapshot folded %d of %d events", s.Sequence, len(events))
+	}
+	return s
+}
