@@ -259,7 +259,7 @@ func FuzzDecoderMatchesSchema(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body []byte) {
 		fuzzSchemaOnce.Do(func() { fuzzSchema = compileSchema(t) })
 		if hugeExponent.Match(body) {
-			t.Skip()
+			return // outside what the schema validator can compare; the decoder is fuzzed alone in FuzzDecodeRequest
 		}
 		_, err := DecodeRequest(body)
 		var pe *Error
