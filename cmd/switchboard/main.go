@@ -235,7 +235,7 @@ func runStandalone(ctx context.Context, o *options, holder *routing.Holder, api 
 	for _, srv := range servers {
 		g.Go(func() error { return serve(ctx, srv) })
 	}
-	log.Info("Switchboard started in standalone mode", "manifests", o.manifests, "runtime", o.runtimeAddr)
+	log.Info("Starting switchboard in standalone mode", "manifests", o.manifests, "runtime", o.runtimeAddr)
 	return g.Wait()
 }
 
