@@ -22,8 +22,11 @@ import (
 // also across processes sharing one backend. Values passed in are copied and values
 // returned are the caller's own: mutating either never changes what is stored.
 type Store interface {
-	// Create registers a new execution with no events. It returns ErrExists if an
-	// execution with rec.ID is already stored and ErrInvalid if rec.ID is empty.
+	// Create registers a new execution with no events. It returns ErrExists if another
+	// execution with rec.ID is already stored and ErrInvalid if rec.ID is empty. A
+	// record with the same ID, CreatedAt and Info (nil or not, and the same bytes) is
+	// the caller's own Create again, as when a call whose answer was lost is retried: it
+	// succeeds and changes nothing.
 	Create(ctx context.Context, rec Record) error
 
 	// Append records ev as the next event of execution ev.ExecutionID. ev.Sequence must
@@ -31,7 +34,11 @@ type Store interface {
 	// ErrSequence. Nothing may follow a terminal event (ErrTerminated); appending one
 	// starts the execution's retention period. An unknown execution gives ErrNotFound,
 	// an empty ExecutionID or Type ErrInvalid. Whenever an error is returned nothing was
-	// stored, so sequences stay gap-free.
+	// stored, so sequences stay gap-free. An ev identical to the last recorded event
+	// (the same Sequence, Type, Timestamp and Data, nil or not) is a repeat of the append
+	// that recorded it, as when a call whose answer was lost is retried: it succeeds,
+	// also after a terminal event, and stores nothing. Any other event with that
+	// sequence is rejected as above.
 	Append(ctx context.Context, ev protocol.Event) error
 
 	// Get returns the execution's record and progress, or ErrNotFound.
@@ -48,13 +55,17 @@ type Store interface {
 	// exists (nothing ever will), ErrNotFound when the execution is unknown or removed,
 	// and ctx.Err() when ctx ends. Readers tail an execution by alternating Read and
 	// Wait with their own cursor: the store keeps no per-reader state, so a slow reader
-	// costs no memory and never holds up the writer.
+	// costs no memory and never holds up the writer. It returns no other error than
+	// these and ErrClosed: a failure to reach the backend is retried until ctx ends.
 	Wait(ctx context.Context, id string, after uint64) error
 
 	// Reserve stores r under the idempotency key unless an unexpired reservation is
 	// already stored there, atomically. It returns the reservation now stored and
-	// reserved=true if it was r, or the existing one and reserved=false. The reservation
-	// expires ttl after it was made. Empty keys and ttl <= 0 give ErrInvalid.
+	// reserved=true if it was r, or the existing one and reserved=false. An existing
+	// reservation with r's ExecutionID and Fingerprint is the caller's own Reserve
+	// again, as when a call whose answer was lost is retried: it is returned with
+	// reserved=true and left as it is, its expiry included. The reservation expires ttl
+	// after it was made. Empty keys and ttl <= 0 give ErrInvalid.
 	Reserve(ctx context.Context, key string, r Reservation, ttl time.Duration) (existing Reservation, reserved bool, err error)
 
 	// Release deletes the reservation under key if it names executionID. Matching the
@@ -72,8 +83,10 @@ type Store interface {
 	// WaitCancel blocks until a cancel of execution id is requested and then returns
 	// nil; it returns nil at once if one already was. It returns ErrTerminated once the
 	// execution is terminal without a cancel request, ErrNotFound when the execution is
-	// unknown or removed, and ctx.Err() when ctx ends. The replica running an execution
-	// calls it in a goroutine to learn of cancels made on any replica.
+	// unknown or removed, and ctx.Err() when ctx ends; no other error than these and
+	// ErrClosed, since a failure to reach the backend is retried until ctx ends. The
+	// replica running an execution calls it in a goroutine to learn of cancels made on
+	// any replica.
 	WaitCancel(ctx context.Context, id string) error
 
 	// Close releases the store's resources and wakes blocked callers, which return

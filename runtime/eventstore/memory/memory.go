@@ -145,7 +145,11 @@ func (s *Store) Create(_ context.Context, rec eventstore.Record) error {
 	e := &execution{rec: copyRecord(rec), updatedAt: rec.CreatedAt}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if _, ok := s.execs[rec.ID]; ok {
+	if cur, ok := s.execs[rec.ID]; ok {
+		// cur.rec never changes, and cur is not removed while it is in the map.
+		if sameRecord(cur.rec, rec) {
+			return nil // a repeat of the Create that stored it
+		}
 		return fmt.Errorf("create execution %s: %w", rec.ID, eventstore.ErrExists)
 	}
 	s.execs[rec.ID] = e
@@ -166,6 +170,8 @@ func (s *Store) Append(_ context.Context, ev protocol.Event) error {
 	switch next := uint64(len(e.events)) + 1; {
 	case e.removed:
 		return notFound(ev.ExecutionID)
+	case ev.Sequence == next-1 && next > 1 && e.events[next-2].same(ev):
+		return nil // a repeat of the Append that stored it, terminal or not
 	case e.terminal:
 		return fmt.Errorf("append to %s: %w", ev.ExecutionID, eventstore.ErrTerminated)
 	case ev.Sequence != next:
@@ -355,7 +361,9 @@ func (s *Store) Reserve(_ context.Context, key string, r eventstore.Reservation,
 	// An expired reservation the sweep has not reached yet counts as absent, so expiry
 	// is exact whatever the sweep interval.
 	if cur, ok := s.reservations[key]; ok && now.Before(cur.expiresAt) {
-		return copyReservation(cur.r), false, nil
+		// The same execution and fingerprint: a repeat of the Reserve that stored it.
+		mine := cur.r.ExecutionID == r.ExecutionID && cur.r.Fingerprint == r.Fingerprint
+		return copyReservation(cur.r), mine, nil
 	}
 	stored := reservation{r: copyReservation(r), expiresAt: now.Add(ttl)}
 	s.reservations[key] = stored
@@ -493,6 +501,21 @@ func (e *execution) compact() {
 
 func notFound(id string) error {
 	return fmt.Errorf("execution %s: %w", id, eventstore.ErrNotFound)
+}
+
+// same reports whether ev, at this entry's sequence, is the event stored there.
+func (en entry) same(ev protocol.Event) bool {
+	return en.typ == ev.Type && en.ts.Equal(ev.Timestamp) && sameBytes(en.data, ev.Data)
+}
+
+// sameRecord reports whether b registers the execution a records.
+func sameRecord(a, b eventstore.Record) bool {
+	return a.ID == b.ID && a.CreatedAt.Equal(b.CreatedAt) && sameBytes(a.Info, b.Info)
+}
+
+// sameBytes is bytes.Equal that tells nil from empty, as stored payloads do.
+func sameBytes(a, b []byte) bool {
+	return (a == nil) == (b == nil) && bytes.Equal(a, b)
 }
 
 func copyRecord(r eventstore.Record) eventstore.Record {

@@ -96,22 +96,27 @@ func decodeEvents(id string, reply []any) ([]protocol.Event, error) {
 	return out, nil
 }
 
-// decodeReservation turns reserveScript's HMGET reply into a Reservation.
-func decodeReservation(reply any) (eventstore.Reservation, error) {
+// decodeReservation turns reserveScript's reply for an existing reservation into the
+// Reservation and whether it is the caller's own.
+func decodeReservation(reply any) (eventstore.Reservation, bool, error) {
 	vals, ok := reply.([]any)
-	if !ok || len(vals) != 4 {
-		return eventstore.Reservation{}, fmt.Errorf("reservation: %w", errCorrupt)
+	if !ok || len(vals) != 5 {
+		return eventstore.Reservation{}, false, fmt.Errorf("reservation: %w", errCorrupt)
+	}
+	mine, ok := vals[0].(int64)
+	if !ok {
+		return eventstore.Reservation{}, false, fmt.Errorf("reservation: %w", errCorrupt)
 	}
 	var r eventstore.Reservation
-	r.Fingerprint, _ = vals[0].(string)
-	r.ExecutionID, _ = vals[1].(string)
-	created, err := parseTime(vals[2])
+	r.Fingerprint, _ = vals[1].(string)
+	r.ExecutionID, _ = vals[2].(string)
+	created, err := parseTime(vals[3])
 	if err != nil {
-		return eventstore.Reservation{}, fmt.Errorf("reservation created_at: %w", err)
+		return eventstore.Reservation{}, false, fmt.Errorf("reservation created_at: %w", err)
 	}
 	r.CreatedAt = created
-	if resp, ok := vals[3].(string); ok {
+	if resp, ok := vals[4].(string); ok {
 		r.Response = []byte(resp)
 	}
-	return r, nil
+	return r, mine == 1, nil
 }

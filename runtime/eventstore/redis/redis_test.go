@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -248,27 +249,7 @@ func TestWaitersSurvivePubSubLoss(t *testing.T) {
 	go func() { waitCancel <- s.WaitCancel(ctx, id) }()
 
 	// Kill the connection once it carries the subscriptions.
-	killed := 0
-	for killed == 0 && ctx.Err() == nil {
-		time.Sleep(20 * time.Millisecond)
-		list, err := admin.ClientList(ctx).Result()
-		if err != nil {
-			t.Fatal(err)
-		}
-		for line := range strings.SplitSeq(list, "\n") {
-			if !strings.Contains(line, " name="+name+" ") || !strings.Contains(line, " sub=2 ") {
-				continue
-			}
-			clientID, _, _ := strings.Cut(strings.TrimPrefix(line, "id="), " ")
-			if err := admin.Do(ctx, "CLIENT", "KILL", "ID", clientID).Err(); err != nil {
-				t.Fatal(err)
-			}
-			killed++
-		}
-	}
-	if killed == 0 {
-		t.Fatal("found no pub/sub connection of the Store to kill")
-	}
+	killPubSub(ctx, t, admin, name, 2)
 	// Give the Store time to notice and subscribe again on a new connection.
 	time.Sleep(100 * time.Millisecond)
 
@@ -283,6 +264,279 @@ func TestWaitersSurvivePubSubLoss(t *testing.T) {
 	}
 	if err := <-waitCancel; err != nil {
 		t.Errorf("WaitCancel after losing pub/sub: %v", err)
+	}
+}
+
+// killPubSub waits until the connections of the client named name include one
+// subscribed to subs channels, then kills every connection of that client (CLIENT
+// KILL), pooled ones included.
+func killPubSub(ctx context.Context, t *testing.T, admin *goredis.Client, name string, subs int) {
+	t.Helper()
+	for ctx.Err() == nil {
+		time.Sleep(20 * time.Millisecond)
+		list, err := admin.ClientList(ctx).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		subscribed := false
+		for line := range strings.SplitSeq(list, "\n") {
+			if !strings.Contains(line, " name="+name+" ") {
+				continue
+			}
+			subscribed = subscribed || strings.Contains(line, fmt.Sprintf(" sub=%d ", subs))
+			clientID, _, _ := strings.Cut(strings.TrimPrefix(line, "id="), " ")
+			ids = append(ids, clientID)
+		}
+		if !subscribed {
+			continue
+		}
+		for _, clientID := range ids {
+			if err := admin.Do(ctx, "CLIENT", "KILL", "ID", clientID).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return
+	}
+	t.Fatal("found no pub/sub connection of the Store to kill")
+}
+
+// replayScripts is a go-redis hook that runs every script command twice: once for
+// Redis to act on it, and again as go-redis does when the first reply was lost to a
+// read timeout or a broken connection (MaxRetries). The Store only sees the reply of
+// the second run.
+type replayScripts struct{ replays atomic.Int64 }
+
+func (h *replayScripts) DialHook(next goredis.DialHook) goredis.DialHook { return next }
+
+func (h *replayScripts) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
+	return next
+}
+
+func (h *replayScripts) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook {
+	return func(ctx context.Context, cmd goredis.Cmder) error {
+		if name := cmd.Name(); name == "evalsha" || name == "eval" {
+			if err := next(ctx, cmd); err != nil {
+				return err // not run (NOSCRIPT makes go-redis fall back to EVAL)
+			}
+			h.replays.Add(1)
+		}
+		return next(ctx, cmd)
+	}
+}
+
+// TestScriptsSurviveReplay sends every script twice, as go-redis does after a lost
+// reply: Create, Append and Reserve must report the success of their first run and
+// store nothing twice, or a lost reply would strand the execution (ErrSequence for an
+// event that is stored, ErrTerminated for its own terminal event).
+func TestScriptsSurviveReplay(t *testing.T) {
+	ctx := t.Context()
+	prefix := newPrefix(t)
+	client := newClient(t)
+	hook := &replayScripts{}
+	client.AddHook(hook)
+	s, err := redisstore.NewFromClient(client, redisstore.WithKeyPrefix(prefix), redisstore.WithRetention(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	peer := openPeer(t, prefix) // no replays
+	admin := newClient(t)
+
+	rec := eventstore.Record{ID: "exe_replayed", CreatedAt: at(0), Info: json.RawMessage(`{"ability":"chat"}`)}
+	if err := s.Create(ctx, rec); err != nil {
+		t.Fatalf("Create, replayed: %v", err)
+	}
+	bare := eventstore.Record{ID: "exe_replayed_bare"}
+	if err := s.Create(ctx, bare); err != nil {
+		t.Fatalf("Create without info, replayed: %v", err)
+	}
+	if err := s.Create(ctx, eventstore.Record{ID: rec.ID, CreatedAt: at(1), Info: rec.Info}); !errors.Is(err, eventstore.ErrExists) {
+		t.Errorf("Create of another record, replayed: got %v, want ErrExists", err)
+	}
+
+	evs := completed(rec.ID)
+	evs[1].Data = nil // a payload-less event repeats too
+	for _, ev := range evs {
+		if err := s.Append(ctx, ev); err != nil {
+			t.Fatalf("Append %d %s, replayed: %v", ev.Sequence, ev.Type, err)
+		}
+	}
+	got, err := peer.Read(ctx, rec.ID, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(evs) {
+		t.Fatalf("Read after replayed appends: %d events, want %d", len(got), len(evs))
+	}
+	for i, ev := range got {
+		want := evs[i]
+		if ev.Sequence != want.Sequence || ev.Type != want.Type || !ev.Timestamp.Equal(want.Timestamp) ||
+			string(ev.Data) != string(want.Data) || (ev.Data == nil) != (want.Data == nil) {
+			t.Errorf("event %d after replayed appends: %+v, want %+v", i+1, ev, want)
+		}
+	}
+	if n, err := admin.XLen(ctx, prefix+"{"+rec.ID+"}:events").Result(); err != nil || n != int64(len(evs)) {
+		t.Errorf("XLEN after replayed appends: %d, %v; want %d", n, err, len(evs))
+	}
+	st, err := peer.Get(ctx, rec.ID)
+	if err != nil || st.LastSequence != uint64(len(evs)) || !st.Terminal || string(st.Info) != string(rec.Info) {
+		t.Errorf("Get after replayed appends: %+v, %v", st, err)
+	}
+	// The retention was set by the first run of the terminal append, and only once.
+	if ttl, err := admin.PTTL(ctx, prefix+"{"+rec.ID+"}:meta").Result(); err != nil || ttl <= 0 || ttl > time.Hour {
+		t.Errorf("PTTL of the terminal execution: %v, %v; want up to 1h", ttl, err)
+	}
+
+	// Another event with the last sequence is still refused.
+	other := evs[len(evs)-1]
+	other.Data = json.RawMessage(`{"finish_reason":"length"}`)
+	if err := s.Append(ctx, other); !errors.Is(err, eventstore.ErrTerminated) {
+		t.Errorf("Append of another terminal event, replayed: got %v, want ErrTerminated", err)
+	}
+	if err := s.Append(ctx, protocol.Event{ExecutionID: bare.ID, Sequence: 2, Type: protocol.EventAccepted}); !errors.Is(err, eventstore.ErrSequence) {
+		t.Errorf("Append out of order, replayed: got %v, want ErrSequence", err)
+	}
+
+	r := eventstore.Reservation{Fingerprint: "sha256:abc", ExecutionID: rec.ID, Response: json.RawMessage(`{"id":"exe_replayed"}`), CreatedAt: at(0)}
+	existing, reserved, err := s.Reserve(ctx, "k1", r, time.Minute)
+	if err != nil || !reserved || existing.ExecutionID != rec.ID || string(existing.Response) != string(r.Response) {
+		t.Errorf("Reserve, replayed: %+v, %v, %v; want r, true", existing, reserved, err)
+	}
+	stranger := r
+	stranger.ExecutionID = "exe_stranger"
+	existing, reserved, err = s.Reserve(ctx, "k1", stranger, time.Minute)
+	if err != nil || reserved || existing.ExecutionID != rec.ID {
+		t.Errorf("Reserve by another execution, replayed: %+v, %v, %v; want r, false", existing, reserved, err)
+	}
+
+	if err := s.RequestCancel(ctx, bare.ID); err != nil {
+		t.Errorf("RequestCancel, replayed: %v", err)
+	}
+	if err := s.Release(ctx, "k1", rec.ID); err != nil {
+		t.Errorf("Release, replayed: %v", err)
+	}
+	if _, reserved, err := peer.Reserve(ctx, "k1", stranger, time.Minute); err != nil || !reserved {
+		t.Errorf("Reserve after a replayed Release: %v, %v; want reserved", reserved, err)
+	}
+	if hook.replays.Load() == 0 {
+		t.Fatal("no script was replayed")
+	}
+}
+
+// failReads is a go-redis hook that fails the reads of blocked Wait and WaitCancel
+// calls (HMGET) while failing is set, as a killed connection or an unreachable Redis
+// fails them when go-redis has no retry left.
+type failReads struct {
+	failing  atomic.Bool
+	failures atomic.Int64
+}
+
+var errInjected = errors.New("injected: read tcp: connection reset by peer")
+
+func (h *failReads) DialHook(next goredis.DialHook) goredis.DialHook { return next }
+
+func (h *failReads) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
+	return next
+}
+
+func (h *failReads) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook {
+	return func(ctx context.Context, cmd goredis.Cmder) error {
+		if h.failing.Load() && cmd.Name() == "hmget" {
+			h.failures.Add(1)
+			return errInjected
+		}
+		return next(ctx, cmd)
+	}
+}
+
+// TestWaitersSurviveFailedReads fails every read of blocked waiters and kills their
+// connections meanwhile: Wait and WaitCancel must keep trying, return only when the
+// event or the cancel arrives, and otherwise only with their context.
+func TestWaitersSurviveFailedReads(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	prefix := newPrefix(t)
+	name := strings.TrimSuffix(strings.ReplaceAll(prefix, ":", "-"), "-")
+	client := newClient(t, func(o *goredis.Options) { o.ClientName = name })
+	hook := &failReads{}
+	client.AddHook(hook)
+	s, err := redisstore.NewFromClient(client, redisstore.WithKeyPrefix(prefix), redisstore.WithRetention(retention))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	peer := openPeer(t, prefix)
+	admin := newClient(t)
+
+	const id = "exe_failed_reads"
+	if err := s.Create(ctx, eventstore.Record{ID: id}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Append(ctx, event(id, 1, protocol.EventAccepted, `{}`)); err != nil {
+		t.Fatal(err)
+	}
+
+	hook.failing.Store(true)
+	wait := make(chan error, 1)
+	go func() { wait <- s.Wait(ctx, id, 1) }()
+	waitCancel := make(chan error, 1)
+	go func() { waitCancel <- s.WaitCancel(ctx, id) }()
+	// Let both retry a few times, then kill the Store's connections as well.
+	blocked := func() {
+		t.Helper()
+		select {
+		case err := <-wait:
+			t.Fatalf("Wait returned %v while reads failed, want it blocked", err)
+		case err := <-waitCancel:
+			t.Fatalf("WaitCancel returned %v while reads failed, want it blocked", err)
+		default:
+		}
+	}
+	for hook.failures.Load() < 8 && ctx.Err() == nil {
+		blocked()
+		time.Sleep(10 * time.Millisecond)
+	}
+	killPubSub(ctx, t, admin, name, 2)
+	time.Sleep(100 * time.Millisecond)
+	blocked()
+
+	// Until its context ends, then a waiter returns the context's error, not Redis's.
+	short, cancelShort := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancelShort()
+	if err := s.WaitCancel(short, id); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("WaitCancel while reads fail: got %v, want context.DeadlineExceeded", err)
+	}
+	if err := s.Wait(short, id, 1); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Wait while reads fail: got %v, want context.DeadlineExceeded", err)
+	}
+
+	hook.failing.Store(false)
+	if err := peer.Append(ctx, event(id, 2, protocol.EventOutputDelta, `{}`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-wait; err != nil {
+		t.Errorf("Wait after failed reads: %v", err)
+	}
+	if err := peer.RequestCancel(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-waitCancel; err != nil {
+		t.Errorf("WaitCancel after failed reads: %v", err)
+	}
+	if err := s.Append(ctx, event(id, 3, protocol.EventFailed, `{}`)); err != nil {
+		t.Fatal(err)
+	}
+	// A terminal execution still ends a waiter whose first reads failed.
+	hook.failing.Store(true)
+	ended := make(chan error, 1)
+	go func() { ended <- s.Wait(ctx, id, 3) }()
+	for n := hook.failures.Load(); hook.failures.Load() < n+2 && ctx.Err() == nil; {
+		time.Sleep(10 * time.Millisecond)
+	}
+	hook.failing.Store(false)
+	if err := <-ended; !errors.Is(err, eventstore.ErrTerminated) {
+		t.Errorf("Wait on a terminal execution after failed reads: got %v, want ErrTerminated", err)
 	}
 }
 

@@ -10,13 +10,27 @@ import goredis "github.com/redis/go-redis/v9"
 //
 // Optional values (Info, Data, Response) are passed as a trailing argument that is left
 // out when the Go value is nil, so that nil and empty survive a round trip unchanged.
+//
+// A script that writes may run twice for one call: go-redis sends a command again after
+// a read timeout or a broken connection (MaxRetries), whether or not Redis ran it the
+// first time, and a caller may retry a call whose answer it never got. So every such
+// script recognises a repeat of its own completed write, reports the same success as
+// the first run and writes nothing more. Without that, a lost reply to an Append would
+// turn into ErrSequence for an event that is stored, and the engine could never record
+// its terminal event. (Cancel and Release are idempotent as they are.)
 
 // createScript registers an execution unless its meta hash exists.
 //
 // KEYS: meta, stream. ARGV: created_at, orphan ttl in ms (0: none), [info].
-// Returns 1 if created, 0 if the execution exists.
+// Returns 1 if created, or if the meta hash holds this very record already (the same
+// created_at, and the same info or no info like this call): a repeat. 0 if the
+// execution exists with another record.
 var createScript = goredis.NewScript(`
 if redis.call('EXISTS', KEYS[1]) == 1 then
+  local cur = redis.call('HMGET', KEYS[1], 'created_at', 'info')
+  if cur[1] == ARGV[1] and cur[2] == (ARGV[3] or false) then
+    return 1
+  end
   return 0
 end
 -- A stream without its meta hash can only be a leftover (the two expire together);
@@ -36,16 +50,34 @@ return 1
 //
 // KEYS: meta, stream. ARGV: sequence, type, timestamp, terminal ('1' or '0'), retention
 // in ms, orphan ttl in ms (0: none), wake channel, cancel channel, [data].
-// Returns 0 if appended, -1 if the execution is unknown, -2 if it is terminal, or else
-// the sequence that would have been next.
+// Returns 0 if appended (or a repeat, see below), -1 if the execution is unknown, -2 if
+// it is terminal, or else the sequence that would have been next.
 //
 // The stream entry id is the sequence itself (<sequence>-0), so Redis orders the stream
 // by sequence and XRANGE can start at any cursor directly. Nothing is written before
 // every check has passed, so a rejected append leaves no trace.
+//
+// An event identical to the last one stored (the same sequence, and the same type,
+// timestamp and data, present or absent, in its stream entry) is this append run
+// again: it returns 0 and writes nothing. That check comes before the terminal one,
+// since a repeated terminal event finds the execution terminal by its own first run.
 var appendScript = goredis.NewScript(`
 local state = redis.call('HMGET', KEYS[1], 'last_sequence', 'terminal')
 if not state[1] then
   return -1
+end
+if state[1] == ARGV[1] then
+  local entry = redis.call('XRANGE', KEYS[2], ARGV[1] .. '-0', ARGV[1] .. '-0')[1]
+  if entry then
+    local stored = {}
+    local fields = entry[2]
+    for i = 1, #fields, 2 do
+      stored[fields[i]] = fields[i + 1]
+    end
+    if stored['type'] == ARGV[2] and stored['timestamp'] == ARGV[3] and stored['data'] == ARGV[9] then
+      return 0
+    end
+  end
 end
 if state[2] then
   return -2
@@ -113,11 +145,19 @@ return 0
 // key counts as absent even before Redis reclaims it.
 //
 // KEYS: reservation. ARGV: ttl in ms, fingerprint, execution id, created_at, [response].
-// Returns 1 if stored, else the existing fingerprint, execution id, created_at and
-// response (nil when the stored response was nil).
+// Returns 1 if stored, else whether the existing reservation is this one (1 or 0), its
+// fingerprint, execution id, created_at and response (nil when the stored response was
+// nil). An existing reservation with the same fingerprint and execution id is this call's
+// own, stored by an earlier run of it: it counts as reserved, and its
+// ttl is left as the first run set it.
 var reserveScript = goredis.NewScript(`
 if redis.call('EXISTS', KEYS[1]) == 1 then
-  return redis.call('HMGET', KEYS[1], 'fingerprint', 'execution_id', 'created_at', 'response')
+  local cur = redis.call('HMGET', KEYS[1], 'fingerprint', 'execution_id', 'created_at', 'response')
+  local mine = 0
+  if cur[1] == ARGV[2] and cur[2] == ARGV[3] then
+    mine = 1
+  end
+  return {mine, cur[1], cur[2], cur[3], cur[4]}
 end
 redis.call('HSET', KEYS[1], 'fingerprint', ARGV[2], 'execution_id', ARGV[3], 'created_at', ARGV[4])
 if #ARGV >= 5 then

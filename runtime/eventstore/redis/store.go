@@ -27,6 +27,12 @@
 // entry id makes Redis itself keep the stream ordered by sequence. Times are stored as
 // RFC 3339 text with nanoseconds, so they read back as the same instants.
 //
+// go-redis sends a command again when its reply is lost (MaxRetries), and Redis may
+// have run it already; callers may retry a call that failed that way too. So Create,
+// Append and Reserve recognise a repeat of their own completed write (the same record,
+// the same last event, the same reservation) and report success again without writing
+// anything (see scripts.go).
+//
 // # Expiry
 //
 // The terminal event sets the retention (default 24h) on the execution's keys with
@@ -42,7 +48,9 @@
 // Wait and WaitCancel block on pub/sub, multiplexed over one connection per Store (see
 // hub), never on a pooled connection: they return as soon as their context ends or the
 // Store is closed. WaitCancel ends on the terminal event because the append of a
-// terminal event also publishes on the cancel channel.
+// terminal event also publishes on the cancel channel. A failed read of the state (a
+// killed connection, Redis failing over) does not end them: they read again after a
+// short, growing pause.
 package redis
 
 import (
@@ -76,6 +84,9 @@ const (
 	// without a wake-up: the bound on its delay while pub/sub is broken, and how it
 	// learns that an execution was removed.
 	recheckInterval = 2 * time.Second
+	// retryBackoff is the pause of a blocked Wait or WaitCancel after a failed read;
+	// it doubles with each consecutive failure, up to maxBackoff.
+	retryBackoff = 50 * time.Millisecond
 )
 
 // Option configures a Store.
@@ -327,7 +338,7 @@ func (s *Store) Wait(ctx context.Context, id string, after uint64) error {
 	check := func(ctx context.Context) (bool, error) {
 		vals, err := s.client.HMGet(ctx, s.metaKey(id), "last_sequence", "terminal").Result()
 		if err != nil {
-			return true, s.fail(err, "wait on %s", id)
+			return false, fmt.Errorf("wait on %s: %w", id, err)
 		}
 		last, ok := vals[0].(string)
 		if !ok {
@@ -336,7 +347,7 @@ func (s *Store) Wait(ctx context.Context, id string, after uint64) error {
 		n, err := strconv.ParseUint(last, 10, 64)
 		switch {
 		case err != nil:
-			return true, fmt.Errorf("wait on %s: corrupt meta hash: %w", id, err)
+			return false, fmt.Errorf("wait on %s: corrupt meta hash: %w", id, err)
 		case n > after:
 			return true, nil
 		case vals[1] != nil:
@@ -375,7 +386,7 @@ func (s *Store) WaitCancel(ctx context.Context, id string) error {
 		vals, err := s.client.HMGet(ctx, s.metaKey(id), "last_sequence", "cancel_requested", "terminal").Result()
 		switch {
 		case err != nil:
-			return true, s.fail(err, "wait for cancel of %s", id)
+			return false, fmt.Errorf("wait for cancel of %s: %w", id, err)
 		case vals[0] == nil:
 			return true, notFound(id)
 		case vals[1] != nil:
@@ -388,8 +399,16 @@ func (s *Store) WaitCancel(ctx context.Context, id string) error {
 	return s.block(ctx, s.cancelChannel(id), check, nil)
 }
 
-// block waits on channel until check reports done. check reads the state from Redis;
-// announced, if not nil, may answer from a wake-up's payload instead.
+// block waits on channel until check reports done. check reads the state from Redis and
+// reports done with the caller's answer, or not done with a nil error to keep waiting,
+// or not done with the error of a failed read. announced, if not nil, may answer from
+// a wake-up's payload instead.
+//
+// A failed read is retried after a pause that grows with consecutive failures, up to
+// maxBackoff: a killed connection or a Redis restarting for a moment must not end a
+// wait, or the engine would stop watching for cancels and a reader's stream would
+// break. So block returns only check's answer (nil, ErrTerminated, ErrNotFound),
+// ctx.Err() or ErrClosed.
 func (s *Store) block(ctx context.Context, channel string, check func(context.Context) (bool, error), announced func(last uint64) bool) error {
 	t := s.hub.join(channel)
 	defer s.hub.leave(t)
@@ -397,7 +416,8 @@ func (s *Store) block(ctx context.Context, channel string, check func(context.Co
 	defer timer.Stop()
 
 	if ready, live := s.hub.readyChan(t); !live {
-		// Most calls need not wait at all: answer those before subscribing.
+		// Most calls need not wait at all: answer those before subscribing. A failed
+		// read is simply made again below.
 		if done, err := s.checkNow(ctx, check); done {
 			return err
 		}
@@ -415,6 +435,7 @@ func (s *Store) block(ctx context.Context, channel string, check func(context.Co
 	}
 
 	first := true
+	failures := 0
 	var seen uint64 // messages t had received at the last check
 	for {
 		wake, messages, last := s.hub.watch(t)
@@ -422,9 +443,19 @@ func (s *Store) block(ctx context.Context, channel string, check func(context.Co
 			return nil
 		}
 		first, seen = false, messages
-		if done, err := s.checkNow(ctx, check); done {
+		done, err := s.checkNow(ctx, check)
+		if done {
 			return err
 		}
+		if err != nil {
+			// Wake-ups are not waited for: the next read is the one that can tell.
+			failures++
+			if err := s.backoff(ctx, failures); err != nil {
+				return err
+			}
+			continue
+		}
+		failures = 0
 		select {
 		case <-wake:
 		case <-timer.C:
@@ -437,13 +468,38 @@ func (s *Store) block(ctx context.Context, channel string, check func(context.Co
 	}
 }
 
-// checkNow runs check, reporting the end of ctx as such rather than as a Redis error.
+// checkNow runs check. A failed read is reported as not done with its error, to be
+// retried, unless ctx has ended or the Store (or its client) is closed: then the call
+// is done with ctx.Err() or ErrClosed.
 func (s *Store) checkNow(ctx context.Context, check func(context.Context) (bool, error)) (bool, error) {
 	done, err := check(ctx)
-	if err != nil && ctx.Err() != nil {
-		return true, ctx.Err()
+	if done || err == nil {
+		return done, err
 	}
-	return done, err
+	switch {
+	case ctx.Err() != nil:
+		return true, ctx.Err()
+	case s.isClosed.Load() || errors.Is(err, goredis.ErrClosed):
+		return true, eventstore.ErrClosed
+	}
+	return false, err
+}
+
+// backoff pauses before the next read after the given number of consecutive failed
+// reads: 50ms, doubling up to maxBackoff. It returns ctx.Err() or ErrClosed if the wait
+// ends first.
+func (s *Store) backoff(ctx context.Context, failures int) error {
+	d := min(retryBackoff<<min(failures-1, 8), maxBackoff)
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-s.closed:
+		return eventstore.ErrClosed
+	}
 }
 
 // Reserve implements eventstore.Store.
@@ -466,11 +522,11 @@ func (s *Store) Reserve(ctx context.Context, key string, r eventstore.Reservatio
 		r.Response = bytes.Clone(r.Response)
 		return r, true, nil
 	}
-	existing, err := decodeReservation(reply)
+	existing, mine, err := decodeReservation(reply)
 	if err != nil {
 		return eventstore.Reservation{}, false, fmt.Errorf("reserve %s: %w", key, err)
 	}
-	return existing, false, nil
+	return existing, mine, nil
 }
 
 // Release implements eventstore.Store.

@@ -43,6 +43,7 @@ var tests = []struct {
 	{"UnknownExecution", testUnknownExecution},
 	{"AppendInOrder", testAppendInOrder},
 	{"AppendRejectsOutOfOrder", testAppendRejectsOutOfOrder},
+	{"RepeatedCallsSucceedOnce", testRepeatedCalls},
 	{"NothingAfterTerminal", testNothingAfterTerminal},
 	{"ReadAfterLimit", testReadAfterLimit},
 	{"WaitReturnsWhenDataExists", testWaitReturnsWhenDataExists},
@@ -193,7 +194,10 @@ func testAppendRejectsOutOfOrder(t *testing.T, h Harness) {
 		{"gap", 5},
 		{"far gap", 1 << 40},
 	} {
+		// Another payload: an event identical to the last one is a repeat, not a
+		// duplicate (see testRepeatedCalls).
 		ev := event(id, tc.seq, protocol.EventOutputDelta)
+		ev.Data = json.RawMessage(`{"other":true}`)
 		if err := h.Peer.Append(ctx, ev); !errors.Is(err, eventstore.ErrSequence) {
 			t.Errorf("%s: Append sequence %d: got %v, want ErrSequence", tc.name, tc.seq, err)
 		}
@@ -215,6 +219,98 @@ func testAppendRejectsOutOfOrder(t *testing.T, h Harness) {
 	checkEvents(t, h.Store, id, append(stored, next))
 }
 
+// testRepeatedCalls makes Create, Append and Reserve again with the same arguments, as a
+// client does that retries a call whose answer it lost (a timeout after the store
+// acted): the repeat succeeds like the first call and stores nothing more, while any
+// other call with the same id, sequence or key is still rejected.
+func testRepeatedCalls(t *testing.T, h Harness) {
+	ctx := t.Context()
+	rec := record(t)
+	for i, s := range []eventstore.Store{h.Store, h.Peer, h.Store} {
+		if err := s.Create(ctx, rec); err != nil {
+			t.Fatalf("Create #%d of the same record: %v", i+1, err)
+		}
+	}
+	noInfo := rec
+	noInfo.Info = nil
+	later := rec
+	later.CreatedAt = rec.CreatedAt.Add(time.Nanosecond)
+	for name, other := range map[string]eventstore.Record{"without info": noInfo, "created later": later} {
+		if err := h.Peer.Create(ctx, other); !errors.Is(err, eventstore.ErrExists) {
+			t.Errorf("Create of another record (%s) with the same id: got %v, want ErrExists", name, err)
+		}
+	}
+	want := eventstore.Status{Record: rec, UpdatedAt: rec.CreatedAt}
+	if diff := cmp.Diff(want, status(t, h.Store, rec.ID)); diff != "" {
+		t.Errorf("Get after repeated Creates (-want +got):\n%s", diff)
+	}
+
+	id := rec.ID
+	evs := events(id, 1, 4, true)
+	noData := event(id, 2, protocol.EventOutputDelta)
+	noData.Data = nil
+	evs[1] = noData // a repeat must tell a missing payload from another one
+	for _, ev := range evs {
+		for i, s := range []eventstore.Store{h.Store, h.Peer} {
+			if err := s.Append(ctx, ev); err != nil {
+				t.Fatalf("Append #%d of event %d: %v", i+1, ev.Sequence, err)
+			}
+		}
+		if ev.Type.Terminal() {
+			break
+		}
+		// Only the very same event repeats the append; any other event with that
+		// sequence is not next.
+		data, ts, typ, empty := ev, ev, ev, ev
+		data.Data = json.RawMessage(`{"other":true}`)
+		ts.Timestamp = ev.Timestamp.Add(time.Microsecond)
+		typ.Type = protocol.EventUsageReported
+		empty.Data = json.RawMessage{}
+		for name, other := range map[string]protocol.Event{"data": data, "timestamp": ts, "type": typ, "empty data": empty} {
+			if err := h.Peer.Append(ctx, other); !errors.Is(err, eventstore.ErrSequence) {
+				t.Errorf("Append %d with another %s: got %v, want ErrSequence", ev.Sequence, name, err)
+			}
+		}
+		if ev.Sequence > 1 {
+			// Repeating an earlier event is no repeat of the last append.
+			if err := h.Peer.Append(ctx, evs[0]); !errors.Is(err, eventstore.ErrSequence) {
+				t.Errorf("Append 1 again after %d: got %v, want ErrSequence", ev.Sequence, err)
+			}
+		}
+	}
+	checkEvents(t, h.Store, id, evs)
+	if st := status(t, h.Peer, id); st.LastSequence != 4 || !st.Terminal || !st.UpdatedAt.Equal(evs[3].Timestamp) {
+		t.Errorf("Get after repeated appends: LastSequence %d, Terminal %v, UpdatedAt %v; want 4, true, %v",
+			st.LastSequence, st.Terminal, st.UpdatedAt, evs[3].Timestamp)
+	}
+	// After the terminal event, only its own repeat succeeds.
+	failed := evs[3]
+	failed.Type = protocol.EventFailed
+	if err := h.Peer.Append(ctx, failed); !errors.Is(err, eventstore.ErrTerminated) {
+		t.Errorf("Append of another terminal event 4: got %v, want ErrTerminated", err)
+	}
+	if err := h.Peer.Append(ctx, evs[2]); !errors.Is(err, eventstore.ErrTerminated) {
+		t.Errorf("Append 3 again after the terminal event: got %v, want ErrTerminated", err)
+	}
+	checkEvents(t, h.Store, id, evs)
+
+	k := key(t)
+	mine := reservation(id)
+	reserve(t, h.Store, k, mine, h.Retention, true, mine)
+	reserve(t, h.Peer, k, mine, h.Retention, true, mine)
+	// Another execution, or another request with this execution, is not a repeat.
+	other := reservation("exe_other")
+	reserve(t, h.Peer, k, other, h.Retention, false, mine)
+	reused := mine
+	reused.Fingerprint = "sha256:fedcba9876543210"
+	reserve(t, h.Store, k, reused, h.Retention, false, mine)
+	// A repeat leaves the expiry of the first reservation alone.
+	h.Advance(h.Retention / 2)
+	reserve(t, h.Store, k, mine, h.Retention, true, mine)
+	h.Advance(h.Retention)
+	reserve(t, h.Peer, k, other, h.Retention, true, other)
+}
+
 func testNothingAfterTerminal(t *testing.T, h Harness) {
 	for _, typ := range []protocol.EventType{protocol.EventCompleted, protocol.EventFailed} {
 		t.Run(string(typ), func(t *testing.T) {
@@ -227,10 +323,18 @@ func testNothingAfterTerminal(t *testing.T, h Harness) {
 			if st.LastSequence != 4 || !st.Terminal {
 				t.Errorf("Get: LastSequence %d, Terminal %v; want 4, true", st.LastSequence, st.Terminal)
 			}
+			// Another terminal event 4: the same one again would be a repeat (see
+			// testRepeatedCalls).
+			other := func(typ protocol.EventType) protocol.Event {
+				ev := event(id, 4, typ)
+				ev.Data = json.RawMessage(`{"other":true}`)
+				return ev
+			}
 			for _, ev := range []protocol.Event{
 				event(id, 5, protocol.EventOutputDelta),
 				event(id, 5, protocol.EventCompleted),
-				event(id, 4, protocol.EventFailed),
+				other(protocol.EventFailed),
+				other(protocol.EventCompleted),
 			} {
 				if err := h.Peer.Append(ctx, ev); !errors.Is(err, eventstore.ErrTerminated) {
 					t.Errorf("Append %d %s after terminal: got %v, want ErrTerminated", ev.Sequence, ev.Type, err)
