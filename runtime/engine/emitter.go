@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"sync"
@@ -59,6 +60,97 @@ func (w *writer) appendAt(typ protocol.EventType, v any, ts time.Time) error {
 		ts = w.timestamp()
 	}
 	return w.appendLocked(typ, data, ts)
+}
+
+// Bounds of appendRetry's pauses between tries: short, since an execution's lifecycle
+// is waiting, and growing, so a struggling store is not hammered.
+const (
+	retryPause    = 10 * time.Millisecond
+	retryPauseMax = 500 * time.Millisecond
+)
+
+// retryPolicy bounds appendRetry: by the number of tries, by time, or both. A zero field
+// sets no bound of its kind; at least one must be set.
+type retryPolicy struct {
+	tries int       // total tries, the first included
+	until time.Time // no try starts after it (wall clock, not the engine's clock)
+}
+
+// appendRetry records a lifecycle event like appendAt, trying again after a failed write
+// while policy allows. A write whose reply was lost may have landed: before every retry
+// the store's progress is read, events of ours found there are taken as recorded, and
+// when the event itself is among them it is not written again — so a retry never records
+// an event twice, nor a second terminal event.
+func (w *writer) appendRetry(typ protocol.EventType, v any, ts time.Time, policy retryPolicy, log logr.Logger) error {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("encode %s: %w", typ, err)
+	}
+	// The lock is held across the pauses: the sequence must not move while a write of
+	// ours may be in flight, and nothing else is to be recorded meanwhile (the attempt's
+	// emitter is closed before a terminal event, and none exists before execution.accepted).
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if ts.IsZero() {
+		ts = w.timestamp()
+	}
+	pause := retryPause
+	for try := 1; ; try++ {
+		err = w.appendLocked(typ, data, ts)
+		if err == nil || errors.Is(err, ErrAttemptOver) {
+			return err
+		}
+		landed, serr := w.resyncLocked(typ)
+		switch {
+		case serr != nil:
+			log.Error(serr, "Cannot read the execution's progress after a failed write", "type", typ)
+		case landed:
+			log.Info("A write reported as failed had landed", "type", typ, "sequence", w.seq)
+			return nil
+		}
+		if permanent(err) || permanent(serr) ||
+			(policy.tries > 0 && try >= policy.tries) ||
+			(!policy.until.IsZero() && time.Now().Add(pause).After(policy.until)) {
+			return err
+		}
+		log.Info("Retrying a failed write", "type", typ, "try", try, "error", err.Error())
+		time.Sleep(pause)
+		pause = min(2*pause, retryPauseMax)
+	}
+}
+
+// permanent reports whether a store error will not go away by trying again: the
+// execution is gone or terminal, the store closed, or the call is malformed.
+func permanent(err error) bool {
+	return errors.Is(err, eventstore.ErrNotFound) || errors.Is(err, eventstore.ErrTerminated) ||
+		errors.Is(err, eventstore.ErrClosed) || errors.Is(err, eventstore.ErrInvalid)
+}
+
+// resyncLocked catches up with events of this execution that the store holds beyond the
+// writer's sequence: writes (lifecycle events or emits) whose failure was reported although
+// they landed. This writer is the execution's only one, so every such event is its own.
+// It reports whether the last of them is an event of type typ — the write being retried —
+// or, for a terminal typ, whether any is terminal.
+func (w *writer) resyncLocked(typ protocol.EventType) (landed bool, err error) {
+	st, err := w.store.Get(w.ctx, w.id)
+	if err != nil {
+		return false, err
+	}
+	if st.LastSequence <= w.seq {
+		return false, nil
+	}
+	evs, err := w.store.Read(w.ctx, w.id, w.seq, 0)
+	if err != nil || len(evs) == 0 {
+		return false, err
+	}
+	for _, ev := range evs {
+		w.seq = ev.Sequence
+		if ev.Timestamp.After(w.last) {
+			w.last = ev.Timestamp
+		}
+		w.terminal = w.terminal || ev.Type.Terminal()
+	}
+	return evs[len(evs)-1].Type == typ || (typ.Terminal() && w.terminal), nil
 }
 
 func (w *writer) appendLocked(typ protocol.EventType, data json.RawMessage, ts time.Time) error {

@@ -228,46 +228,70 @@ func (e *Engine) create(ctx context.Context, id string, createdAt time.Time, req
 	}
 	// execution.accepted carries the creation time, so that its timestamp and the
 	// status's created_at agree; later events never precede it.
+	// The record exists now, so a failed write is tried again a few times (it may have
+	// landed: appendRetry checks before writing again). If it still fails, the record
+	// stays without events: nothing else is recorded for it, it never runs, and the
+	// caller is told internal — the HTTP API treats an execution without
+	// execution.accepted as never created and releases its idempotency key.
 	accepted := protocol.AcceptedData{Ability: req.Ability, DeadlineAt: acc.DeadlineAt}
-	if err := x.w.appendAt(protocol.EventAccepted, accepted, createdAt); err != nil {
-		log.Error(err, "Cannot record execution.accepted")
+	if err := x.w.appendRetry(protocol.EventAccepted, accepted, createdAt, retryPolicy{tries: acceptedTries}, log); err != nil {
+		log.Error(err, "Cannot record execution.accepted; the execution will not run")
 		return Accepted{}, nil, errInternal()
 	}
 	return acc, x, nil
 }
 
+// acceptedTries bounds the tries of writing execution.accepted: Submit's caller waits.
+const acceptedTries = 4
+
+// Cancellation is what Cancel reports: the execution's status after the request, and
+// whether the request was a no-op.
+type Cancellation struct {
+	eventstore.Status
+	// AlreadyTerminal reports that the execution was already terminal when the cancel
+	// was requested (the store refused it with ErrTerminated): nothing changes, and the
+	// HTTP API answers 200 instead of 202. It is decided by the store at the moment of
+	// the request, not by an earlier read, so it never races with the execution ending.
+	AlreadyTerminal bool
+}
+
 // Cancel requests the cancellation of execution id and returns its status. The request
 // is recorded in the store, so it works whichever replica runs the execution; that
 // replica ends it with execution.failed (cancelled). Cancelling a terminal execution
-// changes nothing and returns its status (Terminal set): answer it as a no-op. An unknown
-// execution gives a not_found *protocol.Error.
-func (e *Engine) Cancel(ctx context.Context, id string) (eventstore.Status, error) {
+// changes nothing and returns its status with AlreadyTerminal set: answer it as a no-op.
+// An unknown execution gives a not_found *protocol.Error.
+func (e *Engine) Cancel(ctx context.Context, id string) (Cancellation, error) {
+	var c Cancellation
 	err := e.store.RequestCancel(ctx, id)
 	switch {
-	case err == nil, errors.Is(err, eventstore.ErrTerminated):
+	case err == nil:
+	case errors.Is(err, eventstore.ErrTerminated):
+		c.AlreadyTerminal = true
 	case errors.Is(err, eventstore.ErrNotFound):
-		return eventstore.Status{}, errNotFound()
+		return Cancellation{}, errNotFound()
 	default:
 		e.log.Error(err, "Cannot request cancel", "execution", id)
-		return eventstore.Status{}, errInternal()
+		return Cancellation{}, errInternal()
 	}
 	st, err := e.store.Get(ctx, id)
 	switch {
 	case err == nil:
-		return st, nil
+		c.Status = st
+		return c, nil
 	case errors.Is(err, eventstore.ErrNotFound):
 		// Removed by retention between the two calls.
-		return eventstore.Status{}, errNotFound()
+		return Cancellation{}, errNotFound()
 	default:
 		e.log.Error(err, "Cannot read execution", "execution", id)
-		return eventstore.Status{}, errInternal()
+		return Cancellation{}, errInternal()
 	}
 }
 
 // Shutdown stops accepting executions, cancels the running ones and waits until each
 // has recorded its terminal event (provider_unavailable, retryable: the caller may submit
 // again elsewhere) or ctx ends. Each execution waits at most CleanupGrace for its
-// adapter, so Shutdown takes little longer than that. It may be called more than once.
+// adapter and retries a failed terminal write for at most CleanupGrace more, so Shutdown
+// takes at most about twice CleanupGrace. It may be called more than once.
 func (e *Engine) Shutdown(ctx context.Context) error {
 	e.shutdown.Do(func() {
 		e.closing.Store(true)

@@ -411,6 +411,24 @@ func TestCancel(t *testing.T) {
 		}
 	})
 
+	t.Run("reports whether the execution was already terminal", func(t *testing.T) {
+		a := newScript(hang())
+		h := newHarness(t, []routing.Deployment{deployment("a")}, map[string]*script{"a": a})
+		acc := h.Submit(request())
+		h.waitFor(acc.ID, 2)
+		c, err := h.Engine.Cancel(t.Context(), acc.ID)
+		if err != nil || c.AlreadyTerminal {
+			t.Fatalf("Cancel of a running execution: %+v, %v; want AlreadyTerminal false", c, err)
+		}
+		h.finish(acc.ID)
+		// Decided by the store at the request, not by a read of the status: the status
+		// now shows a cancel requested, and the execution is terminal.
+		c, err = h.Engine.Cancel(t.Context(), acc.ID)
+		if err != nil || !c.AlreadyTerminal || !c.Terminal || !c.CancelRequested {
+			t.Fatalf("Cancel of a terminal execution: %+v, %v; want AlreadyTerminal", c, err)
+		}
+	})
+
 	t.Run("unknown execution", func(t *testing.T) {
 		h := newHarness(t, nil, nil)
 		_, err := h.Engine.Cancel(t.Context(), engine.NewExecutionID())

@@ -6,11 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/switchboard-dev/switchboard/runtime/engine"
 	"github.com/switchboard-dev/switchboard/runtime/engine/enginetest"
+	"github.com/switchboard-dev/switchboard/runtime/eventstore"
 	"github.com/switchboard-dev/switchboard/runtime/protocol"
 	"github.com/switchboard-dev/switchboard/runtime/routing"
 )
@@ -182,6 +184,9 @@ type harness struct {
 	t       *testing.T
 	scripts map[string]*script
 	logs    *enginetest.LogSink
+	// faults sits between the engine and the memory store; it passes everything
+	// through until a test sets a hook.
+	faults *faultStore
 }
 
 func newHarness(t *testing.T, deployments []routing.Deployment, scripts map[string]*script, opts ...func(*engine.Config)) *harness {
@@ -203,8 +208,80 @@ func newHarness(t *testing.T, deployments []routing.Deployment, scripts map[stri
 	for _, o := range opts {
 		o(&cfg)
 	}
-	h.Harness = enginetest.NewHarness(t, cfg, deployments...)
+	h.Harness = enginetest.NewHarnessWithStore(t, cfg, func(s eventstore.Store) eventstore.Store {
+		h.faults = &faultStore{Store: s}
+		return h.faults
+	}, deployments...)
 	return h
+}
+
+// errTransient is a store failure that passes: a timeout, a dropped connection.
+var errTransient = errors.New("injected transient store failure")
+
+// faultStore passes every call to the store it wraps, except where a hook intercepts it.
+// A hook gets the call's argument and next, which makes the real call; it decides what
+// the engine sees (so a hook can fail before the write, or after it landed).
+type faultStore struct {
+	eventstore.Store
+
+	mu         sync.Mutex
+	append     func(ev protocol.Event, next func() error) error
+	waitCancel func(next func() error) error
+}
+
+func (f *faultStore) onAppend(h func(ev protocol.Event, next func() error) error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.append = h
+}
+
+func (f *faultStore) onWaitCancel(h func(next func() error) error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.waitCancel = h
+}
+
+func (f *faultStore) Append(ctx context.Context, ev protocol.Event) error {
+	f.mu.Lock()
+	h := f.append
+	f.mu.Unlock()
+	next := func() error { return f.Store.Append(ctx, ev) }
+	if h == nil {
+		return next()
+	}
+	return h(ev, next)
+}
+
+func (f *faultStore) WaitCancel(ctx context.Context, id string) error {
+	f.mu.Lock()
+	h := f.waitCancel
+	f.mu.Unlock()
+	next := func() error { return f.Store.WaitCancel(ctx, id) }
+	if h == nil {
+		return next()
+	}
+	return h(next)
+}
+
+// failing returns an Append hook that fails the first n writes of events of type typ
+// (every one when n < 0): before the write when landed is false, after it when true (a
+// write whose reply was lost). It counts the writes of typ in calls.
+func failing(typ protocol.EventType, n int, landed bool, calls *atomic.Int64) func(protocol.Event, func() error) error {
+	return func(ev protocol.Event, next func() error) error {
+		if ev.Type != typ {
+			return next()
+		}
+		c := calls.Add(1)
+		if n >= 0 && c > int64(n) {
+			return next()
+		}
+		if landed {
+			if err := next(); err != nil {
+				return err
+			}
+		}
+		return errTransient
+	}
 }
 
 // waitFor waits until execution id has at least n events and returns them.

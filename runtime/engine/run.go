@@ -8,6 +8,7 @@ import (
 
 	"github.com/go-logr/logr"
 
+	"github.com/switchboard-dev/switchboard/runtime/eventstore"
 	"github.com/switchboard-dev/switchboard/runtime/protocol"
 	"github.com/switchboard-dev/switchboard/runtime/routing"
 )
@@ -30,16 +31,50 @@ func (e *Engine) run(parent context.Context, x *execution) {
 	go e.watchCancel(base, x.id, cancel)
 
 	typ, data := e.attempts(ctx, x)
-	if err := x.w.append(typ, data); err != nil {
+	// Without its terminal event the execution would never end for its readers, so a
+	// failed write is retried, for at most the cleanup grace (which bounds how long
+	// Shutdown waits). appendRetry checks whether a failed write landed before writing
+	// again, so this never records a second terminal event.
+	policy := retryPolicy{until: time.Now().Add(e.grace)}
+	if err := x.w.appendRetry(typ, data, time.Time{}, policy, x.log); err != nil {
 		x.log.Error(err, "Cannot record terminal event", "type", typ)
 	}
 }
 
+// Bounds of the pause between WaitCancel calls after a store error.
+const (
+	watchPause    = 10 * time.Millisecond
+	watchPauseMax = time.Second
+)
+
 // watchCancel cancels the execution when a cancel is requested on any replica. It
-// returns when ctx ends, which run ensures once the terminal event is written.
+// returns when ctx ends, which run ensures once the terminal event is written, or when
+// the store says no cancel can come (the execution is terminal or gone, the store
+// closed). Any other error is transient as far as it knows: it waits again after a
+// short, growing pause, so a store hiccup never leaves the execution deaf to cancels.
 func (e *Engine) watchCancel(ctx context.Context, id string, cancel context.CancelCauseFunc) {
-	if err := e.store.WaitCancel(ctx, id); err == nil {
-		cancel(errCancelRequested)
+	pause := watchPause
+	for {
+		err := e.store.WaitCancel(ctx, id)
+		switch {
+		case err == nil:
+			cancel(errCancelRequested)
+			return
+		case ctx.Err() != nil,
+			errors.Is(err, eventstore.ErrTerminated),
+			errors.Is(err, eventstore.ErrNotFound),
+			errors.Is(err, eventstore.ErrClosed):
+			return
+		}
+		e.log.Error(err, "Cannot watch for cancel requests; retrying", "execution", id, "pause", pause)
+		t := time.NewTimer(pause)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		pause = min(2*pause, watchPauseMax)
 	}
 }
 
@@ -128,10 +163,14 @@ func (e *Engine) attempt(ctx context.Context, x *execution, n int, d *routing.De
 	done := make(chan result, 1) // buffered: an abandoned adapter's send must not block
 	go func() { done <- execute(actx, adapter, a, em) }()
 
-	var r result
+	var (
+		r     result
+		ended bool // the attempt's context ended before the adapter returned
+	)
 	select {
 	case r = <-done:
 	case <-actx.Done():
+		ended = true
 		grace := time.NewTimer(e.grace)
 		select {
 		case r = <-done:
@@ -142,8 +181,17 @@ func (e *Engine) attempt(ctx context.Context, x *execution, n int, d *routing.De
 	}
 	output := em.close()
 
-	// Once a context has ended, its reason decides the outcome, whatever the adapter
-	// returned: the error it returns then is only a consequence.
+	// What the adapter returned before the attempt's context ended is the outcome: a
+	// success stays one even if the context ends a moment later. Once the context has
+	// ended first (or the adapter failed while it was ending: both were ready and the
+	// error is then most likely a consequence), the reason decides, whatever the adapter
+	// returned.
+	if !ended && (r.err == nil || actx.Err() == nil) {
+		if r.err != nil {
+			return Outcome{}, adapterError(r.err, log), output
+		}
+		return r.out, nil, output
+	}
 	switch {
 	case ctx.Err() != nil:
 		return Outcome{}, causeError(context.Cause(ctx)), output

@@ -5,6 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"os"
+	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -374,5 +377,75 @@ func TestConcurrentSubmissions(t *testing.T) {
 	}
 	if len(seen) != 50 || e.store.creates.Load() != 50 {
 		t.Fatalf("%d ids, %d creates", len(seen), e.store.creates.Load())
+	}
+}
+
+// Whether a cancel was a no-op is decided when it is requested: an execution that ends
+// between the request's arrival and the cancel reaching the store gets 200, not 202.
+func TestCancelRacingTheEnd(t *testing.T) {
+	e := newEnv(t)
+	g := newGate()
+	e.setScript(g.script)
+	id := e.submit(t, chat("racing"))
+	g.delta(t, "partial")
+	finish := func(string) {
+		g.finish()
+		eventually(t, "the execution to end", func() bool {
+			st, err := e.store.Get(context.Background(), id)
+			return err == nil && st.Terminal
+		})
+	}
+	e.store.beforeCancel.Store(&finish)
+	r := e.do(t, http.MethodPost, "/v1/executions/"+id+"/cancel", "")
+	if r.status != http.StatusOK {
+		t.Fatalf("cancel that found the execution terminal: status %d, want 200: %s", r.status, r.body)
+	}
+	var st protocol.ExecutionStatus
+	mustUnmarshal(t, r.body, &st)
+	if st.Status != protocol.StatusCompleted {
+		t.Errorf("status %+v, want completed", st)
+	}
+}
+
+// A wrong method answers 405 with Allow and a body consistent with the documented
+// exception: code invalid_request, not retryable.
+func TestMethodNotAllowedBody(t *testing.T) {
+	e := newEnv(t)
+	r := e.do(t, http.MethodDelete, "/v1/executions/exe_x/cancel", "")
+	if r.status != http.StatusMethodNotAllowed || r.header.Get("Allow") != "POST" {
+		t.Fatalf("status %d, Allow %q", r.status, r.header.Get("Allow"))
+	}
+	if pe := errorBody(t, r); pe.Code != protocol.CodeInvalidRequest || pe.Retryable {
+		t.Errorf("405 body %+v, want invalid_request, not retryable", pe)
+	}
+}
+
+// The error table of spec/http-api.md matches the codes' statuses and retryability, and
+// documents the 405 exception on invalid_request.
+func TestErrorTableDocumented(t *testing.T) {
+	doc, err := os.ReadFile("../../spec/http-api.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	row := regexp.MustCompile("(?m)^\\| `([a-z_]+)` \\| ([^|]*) \\| (yes|no) \\|$")
+	rows := row.FindAllStringSubmatch(string(doc), -1)
+	if len(rows) < 17 {
+		t.Fatalf("found %d rows of the error table, want every code", len(rows))
+	}
+	for _, m := range rows {
+		code, status, retryable := protocol.Code(m[1]), strings.TrimSpace(m[2]), m[3] == "yes"
+		if !code.Known() {
+			t.Errorf("unknown code %s in the table", code)
+			continue
+		}
+		if code.Retryable() != retryable {
+			t.Errorf("%s: documented retryable %v", code, retryable)
+		}
+		if n, err := strconv.Atoi(strings.Fields(status)[0]); err == nil && n != code.HTTPStatus() {
+			t.Errorf("%s: documented HTTP %d, want %d", code, n, code.HTTPStatus())
+		}
+		if code == protocol.CodeInvalidRequest && !strings.Contains(status, "405") {
+			t.Errorf("invalid_request row %q does not document the 405 exception", status)
+		}
 	}
 }

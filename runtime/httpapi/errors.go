@@ -34,8 +34,10 @@ func (s *server) methodNotAllowed(allow string) http.Handler {
 	})
 }
 
-// statusError is a portable error answered with a status other than its code's own:
-// the contract's closed set has no code for 405.
+// statusError is a portable error answered with a status other than its code's own.
+// Its one use is 405: the contract's closed set has no code for it, so a wrong method on
+// a known path is answered 405 (with Allow) and code invalid_request — the one documented
+// exception to the code's status of 400 (spec/http-api.md, Errors).
 type statusError struct {
 	status int
 	err    *protocol.Error
@@ -54,6 +56,14 @@ var (
 	errKeyReused        = protocol.NewError(protocol.CodeIdempotencyKeyReused, "Idempotency-Key: already used for a different request body")
 	errCursorInvalid    = protocol.NewError(protocol.CodeInvalidRequest, "cursor: after and Last-Event-ID must be one decimal event sequence each")
 )
+
+// errInProgress answers a duplicate whose key's first request has neither created its
+// execution nor released the key within the replay wait (409, retryable).
+var errInProgress = func() *protocol.Error {
+	e := protocol.NewError(protocol.CodeConflict, "Idempotency-Key: the first request with this key is still being processed; retry later")
+	e.RetryAfterMs = 1000
+	return e
+}()
 
 // writeError answers err as a JSON error body (CONTRACT §7). Portable errors are answered
 // as they are; store and size errors are translated; anything else is internal, with a

@@ -180,18 +180,16 @@ func (s *server) getResult(w http.ResponseWriter, r *http.Request) error {
 
 // cancelExecution is POST /v1/executions/{id}/cancel: 202 with the status when the
 // execution was running, 200 with the status when it was already terminal (a no-op).
-// Whether it was terminal is read before cancelling: read after, a cancel that took
-// effect at once would look like a no-op. The body is the status as it is after the
-// request; cancellation itself completes asynchronously (execution.failed, cancelled).
+// Which one it was is decided by the store when the cancel is requested (engine.Cancel's
+// AlreadyTerminal), so it cannot race with the execution ending. The body is the status
+// as it is after the request; cancellation itself completes asynchronously
+// (execution.failed, cancelled).
 func (s *server) cancelExecution(w http.ResponseWriter, r *http.Request) error {
 	id := r.PathValue("id")
 	// A cancel that reached the store must not be half done because the caller left.
 	ctx := context.WithoutCancel(r.Context())
-	before, err := s.store.Get(ctx, id)
+	c, err := s.engine.Cancel(ctx, id)
 	if err != nil {
-		return err
-	}
-	if _, err := s.engine.Cancel(ctx, id); err != nil {
 		return err
 	}
 	st, err := s.status(ctx, id)
@@ -199,7 +197,7 @@ func (s *server) cancelExecution(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	code := http.StatusAccepted
-	if before.Terminal {
+	if c.AlreadyTerminal {
 		code = http.StatusOK
 	}
 	writeJSON(w, code, st)

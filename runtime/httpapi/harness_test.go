@@ -219,6 +219,15 @@ type spyStore struct {
 	// failTail makes Read after sequence 0 and Wait fail, as a store outage would
 	// after a stream's first batch.
 	failTail atomic.Bool
+	// beforeCancel, if set, runs at the start of RequestCancel.
+	beforeCancel atomic.Pointer[func(id string)]
+}
+
+func (s *spyStore) RequestCancel(ctx context.Context, id string) error {
+	if f := s.beforeCancel.Load(); f != nil {
+		(*f)(id)
+	}
+	return s.Store.RequestCancel(ctx, id)
 }
 
 // errInjected carries text that must never reach a client.

@@ -13,15 +13,25 @@ import (
 const (
 	// maxKeyLength bounds an idempotency key (CONTRACT §4.1).
 	maxKeyLength = 255
-	// replayWait bounds how long a replay waits for the execution of a reservation whose
-	// creator has reserved the key but not yet created the execution. Creation takes
-	// microseconds to milliseconds, so a reservation older than this whose execution is
-	// missing belongs to an execution removed after its retention: it is replayed at once.
-	replayWait = 2 * time.Second
-	// replayPoll is the first interval at which a waiting replay checks again; it doubles
-	// up to replayPollMax.
+	// replayWait bounds how long a duplicate waits for the outcome of the request that
+	// reserved its key: the execution being created (then it is replayed) or the key
+	// being released (then the duplicate proceeds as if it were first). Creation takes
+	// microseconds to milliseconds; a duplicate still without an outcome after this gets
+	// 409 conflict, retryable, rather than a 202 for an execution that may never exist.
+	replayWait = 10 * time.Second
+	// replayStale is the age beyond which a reservation whose execution is missing is no
+	// longer in progress: its execution was removed after its retention, and it is
+	// replayed "whatever the execution's state". It is far above any submission's
+	// duration and any plausible clock skew between replicas, since the age compares
+	// this replica's clock with the creator's.
+	replayStale = time.Minute
+	// replayPoll is the first interval at which a waiting duplicate checks again; it
+	// doubles up to replayPollMax.
 	replayPoll    = 2 * time.Millisecond
-	replayPollMax = 50 * time.Millisecond
+	replayPollMax = 100 * time.Millisecond
+	// releaseTries bounds the reads releaseUnlessCreated makes to learn whether a
+	// failed submission created its execution after all.
+	releaseTries = 3
 )
 
 // idempotencyKey returns the request's Idempotency-Key and whether there is one. The
@@ -107,44 +117,65 @@ func scopedKey(scope, key string) string { return scope + " " + key }
 // replay=true with the earlier reservation when the same request was made before; a
 // different request with the same key is errKeyReused.
 //
-// The earlier reservation's execution normally exists. When it does not, either its
-// creator is still between Reserve and Create, or the creator was rejected and is about
-// to Release the key, or the execution has been removed after its retention. So reserve
-// polls for a short while: the execution appearing makes this a replay, a release lets
-// the next Reserve succeed (then this request creates the execution itself), and a
-// reservation too old to be in progress is replayed as it is — "whatever the execution's
-// state".
+// A reservation naming mine's own execution is mine: an earlier try of this Reserve
+// stored it and its answer was lost. An earlier request's reservation is replayed only
+// once its execution exists — recorded with execution.accepted; a record without events
+// is a creation in progress or one that failed, which the engine never runs. Until then
+// its creator is between Reserve and Create, or was rejected and is about to Release
+// the key, so reserve polls for at most s.replayWait: the execution appearing makes this
+// a replay, a release lets the next Reserve succeed (then this request creates the
+// execution itself), and if neither happens the answer is errInProgress (409,
+// retryable), never a 202 for an execution that may never exist. Two cases are not in
+// progress however long one waits, so they are decided at once from the reservation's
+// age (beyond replayStale): a missing execution was removed after its retention and is
+// replayed as it is, "whatever the execution's state"; a record without events is a
+// creation that failed for good, whose key is released.
 func (s *server) reserve(ctx context.Context, key string, mine eventstore.Reservation) (r eventstore.Reservation, replay bool, err error) {
 	var (
 		waitUntil time.Time
 		poll      = replayPoll
+		released  bool
 	)
 	for {
 		cur, reserved, err := s.store.Reserve(ctx, key, mine, s.idempotencyTTL)
 		if err != nil {
 			return eventstore.Reservation{}, false, err
 		}
-		if reserved {
-			return cur, false, nil
+		if reserved || cur.ExecutionID == mine.ExecutionID {
+			return mine, false, nil
 		}
 		if cur.Fingerprint != mine.Fingerprint {
 			return eventstore.Reservation{}, false, errKeyReused
 		}
-		_, err = s.store.Get(ctx, cur.ExecutionID)
-		if err == nil {
+		stale := s.now().Sub(cur.CreatedAt) > s.replayStale
+		st, err := s.store.Get(ctx, cur.ExecutionID)
+		switch {
+		case err == nil && st.LastSequence > 0:
 			return cur, true, nil
-		}
-		if !errors.Is(err, eventstore.ErrNotFound) {
+		case err == nil:
+			if stale && !released {
+				// Once only: should the reservation somehow survive, this waits instead.
+				released = true
+				if err := s.store.Release(ctx, key, cur.ExecutionID); err != nil {
+					return eventstore.Reservation{}, false, err
+				}
+				continue
+			}
+		case errors.Is(err, eventstore.ErrNotFound):
+			if stale {
+				return cur, true, nil
+			}
+		default:
 			return eventstore.Reservation{}, false, err
 		}
-		now := time.Now()
+		now := time.Now() // this replica's own clock only: a bound on waiting, not an age
 		if waitUntil.IsZero() {
-			waitUntil = now.Add(replayWait)
+			waitUntil = now.Add(s.replayWait)
 		}
-		if now.After(waitUntil) || s.now().Sub(cur.CreatedAt) > replayWait {
-			return cur, true, nil
+		if !now.Before(waitUntil) {
+			return eventstore.Reservation{}, false, errInProgress
 		}
-		t := time.NewTimer(poll)
+		t := time.NewTimer(min(poll, waitUntil.Sub(now)))
 		select {
 		case <-ctx.Done():
 			t.Stop()
@@ -157,12 +188,29 @@ func (s *server) reserve(ctx context.Context, key string, mine eventstore.Reserv
 
 // releaseUnlessCreated forgets key after a failed submission, so that a rejected
 // request is not remembered (CONTRACT §4.1), unless the execution exists after all: then
-// the key must keep answering with it, or a retry would create a second one.
+// the key must keep answering with it, or a retry would create a second one. It releases
+// only when the store says the execution does not exist, or exists without
+// execution.accepted (the engine gave up creating it and never runs it). When the store
+// cannot tell, the key is kept: a duplicate then waits and gets 409 rather than risk a
+// second execution.
 func (s *server) releaseUnlessCreated(ctx context.Context, key, id string) {
-	if _, err := s.store.Get(ctx, id); err == nil {
-		return
-	}
-	if err := s.store.Release(ctx, key, id); err != nil {
-		s.log.Error(err, "Releasing an idempotency key failed", "execution", id)
+	pause := replayPoll
+	for try := 1; ; try++ {
+		st, err := s.store.Get(ctx, id)
+		switch {
+		case err == nil && st.LastSequence > 0:
+			return
+		case err == nil, errors.Is(err, eventstore.ErrNotFound):
+			if err := s.store.Release(ctx, key, id); err != nil {
+				s.log.Error(err, "Releasing an idempotency key failed", "execution", id)
+			}
+			return
+		}
+		if try >= releaseTries {
+			s.log.Error(err, "Cannot tell whether a failed submission created its execution; keeping its idempotency key", "execution", id)
+			return
+		}
+		time.Sleep(pause)
+		pause *= 4
 	}
 }

@@ -74,6 +74,11 @@ type server struct {
 	log             logr.Logger
 	now             func() time.Time
 	mux             *http.ServeMux
+
+	// Bounds of idempotent replays (replayWait, replayStale); fields so that tests
+	// can shorten them.
+	replayWait  time.Duration
+	replayStale time.Duration
 }
 
 // NewServer returns the HTTP handler of the execution API.
@@ -86,6 +91,11 @@ type server struct {
 // http.ResponseController) and must not compress or buffer text/event-stream: streams
 // flush every frame and bound every write with SSEWriteTimeout through the controller.
 func NewServer(cfg Config) http.Handler {
+	return newServer(cfg).mux
+}
+
+// newServer builds the server NewServer serves.
+func newServer(cfg Config) *server {
 	s := &server{
 		engine:          cfg.Engine,
 		store:           cfg.Store,
@@ -96,6 +106,8 @@ func NewServer(cfg Config) http.Handler {
 		log:             cfg.Logger,
 		now:             cfg.Now,
 		mux:             http.NewServeMux(),
+		replayWait:      replayWait,
+		replayStale:     replayStale,
 	}
 	if s.maxRequestBytes <= 0 {
 		s.maxRequestBytes = DefaultMaxRequestBytes
@@ -113,5 +125,5 @@ func NewServer(cfg Config) http.Handler {
 		s.now = time.Now
 	}
 	s.routes()
-	return s.mux
+	return s
 }

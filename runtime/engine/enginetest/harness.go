@@ -32,8 +32,19 @@ type Harness struct {
 // down, failing t if that takes longer than ten seconds, then closes the store.
 func NewHarness(t testing.TB, cfg engine.Config, deployments ...routing.Deployment) *Harness {
 	t.Helper()
+	return NewHarnessWithStore(t, cfg, nil, deployments...)
+}
+
+// NewHarnessWithStore is NewHarness with the engine recording through wrap(Store), for
+// tests that inject store faults; Store remains the memory store underneath, which
+// shows what was recorded. A nil wrap is NewHarness.
+func NewHarnessWithStore(t testing.TB, cfg engine.Config, wrap func(eventstore.Store) eventstore.Store, deployments ...routing.Deployment) *Harness {
+	t.Helper()
 	h := &Harness{Store: memory.New(), t: t}
 	cfg.Store = h.Store
+	if wrap != nil {
+		cfg.Store = wrap(h.Store)
+	}
 	cfg.Table = new(routing.Holder)
 	cfg.Table.Store(routing.NewTable(deployments))
 	h.Engine = engine.New(cfg)
