@@ -52,6 +52,10 @@ func TestControllers(t *testing.T) {
 }
 
 var _ = BeforeSuite(func() {
+	// Reconciles take milliseconds, but CI machines are small and shared: wait generously
+	// by default. Specs with a contractual bound (rotation within 5 s) set their own.
+	SetDefaultEventuallyTimeout(10 * time.Second)
+	SetDefaultEventuallyPollingInterval(25 * time.Millisecond)
 	// Debug level, so that the canary spec also covers V(1) lines.
 	ctrl.SetLogger(zap.New(zap.WriteTo(&logs), zap.UseDevMode(true)))
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
