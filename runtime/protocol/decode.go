@@ -154,6 +154,12 @@ func enumNames[T ~string](values []T) []string {
 //
 // Every error is an *Error with code invalid_request whose message is a fixed template
 // naming the schema location (see validation.go); it never contains caller data.
+//
+// Why a walker instead of json.Decoder with DisallowUnknownFields: encoding/json keeps
+// the last of duplicate keys (a body could then mean one thing to us and another to a
+// proxy or the schema), accepts null for any field, and its errors quote the input —
+// including map keys from metadata and extensions, which must never reach an error
+// body. The walker reuses encoding/json for validity and for unquoting strings.
 func DecodeRequest(body []byte) (*Request, error) {
 	// json.Valid is a single allocation-free pass; after it the decoder cannot meet a
 	// syntax error, so it needs no error paths that could echo input.
