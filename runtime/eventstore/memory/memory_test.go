@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
-	"strings"
 	"testing"
 	"time"
 
@@ -57,95 +56,16 @@ func TestBackgroundSweep(t *testing.T) {
 	}
 }
 
-// completed returns the events of a typical completed text execution: 20 events
-// carrying 1 KiB of output text in total.
-func completed(id string) []protocol.Event {
-	at := time.Date(2026, 12, 2, 13, 0, 0, 0, time.UTC)
-	type payload struct {
-		typ  protocol.EventType
-		data any
-	}
-	payloads := []payload{
-		{protocol.EventAccepted, protocol.AcceptedData{Ability: "chat", DeadlineAt: at.Add(time.Minute)}},
-		{protocol.EventRouteSelected, protocol.RouteSelectedData{Attempt: 1, Deployment: "ai/gpt-4o-mini", Provider: "openai", Model: "gpt-4o-mini"}},
-	}
-	text := strings.Repeat("0123456789abcdef", 4) // 16 deltas of 64 bytes: 1 KiB
-	for i := range 16 {
-		payloads = append(payloads, payload{protocol.EventOutputDelta, protocol.OutputDeltaData{Index: i, Type: "text", Text: text}})
-	}
-	payloads = append(payloads,
-		payload{protocol.EventUsageReported, protocol.UsageReportedData{Usage: []protocol.Usage{}}},
-		payload{protocol.EventCompleted, protocol.CompletedData{FinishReason: "stop"}},
-	)
-	evs := make([]protocol.Event, len(payloads))
-	for i, p := range payloads {
-		data, err := json.Marshal(p.data)
-		if err != nil {
-			panic(err)
-		}
-		evs[i] = protocol.Event{
-			ExecutionID: id,
-			Sequence:    uint64(i) + 1,
-			Timestamp:   at.Add(time.Duration(i) * time.Millisecond),
-			Type:        p.typ,
-			Data:        data,
-		}
-	}
-	return evs
-}
-
 func BenchmarkAppend(b *testing.B) {
-	ctx := context.Background()
 	s := memory.New(memory.WithRetention(0), memory.WithSweepInterval(0))
 	defer s.Close()
-	const perExecution = 1000
-	ev := completed("")[2] // an output.delta
-	var id string
-	b.ReportAllocs()
-	for i := 0; b.Loop(); i++ {
-		seq := uint64(i%perExecution) + 1
-		if seq == 1 {
-			// Executions end and are swept so that memory does not grow with b.N.
-			if id != "" {
-				b.StopTimer()
-				ev := protocol.Event{ExecutionID: id, Sequence: perExecution + 1, Type: protocol.EventCompleted}
-				if err := s.Append(ctx, ev); err != nil {
-					b.Fatal(err)
-				}
-				s.Sweep()
-				b.StartTimer()
-			}
-			id = fmt.Sprintf("exe_%d", i)
-			if err := s.Create(ctx, eventstore.Record{ID: id}); err != nil {
-				b.Fatal(err)
-			}
-		}
-		ev.ExecutionID, ev.Sequence = id, seq
-		if err := s.Append(ctx, ev); err != nil {
-			b.Fatal(err)
-		}
-	}
+	storetest.BenchmarkAppend(b, s, s.Sweep)
 }
 
 func BenchmarkRead20(b *testing.B) {
-	ctx := context.Background()
 	s := memory.New(memory.WithSweepInterval(0))
 	defer s.Close()
-	if err := s.Create(ctx, eventstore.Record{ID: "exe_1"}); err != nil {
-		b.Fatal(err)
-	}
-	for _, ev := range completed("exe_1") {
-		if err := s.Append(ctx, ev); err != nil {
-			b.Fatal(err)
-		}
-	}
-	b.ReportAllocs()
-	for b.Loop() {
-		evs, err := s.Read(ctx, "exe_1", 0, 20)
-		if err != nil || len(evs) != 20 {
-			b.Fatalf("Read: %d events, %v", len(evs), err)
-		}
-	}
+	storetest.BenchmarkRead20(b, s)
 }
 
 // BenchmarkRetainedExecution measures the heap held per completed execution kept for
@@ -153,7 +73,7 @@ func BenchmarkRead20(b *testing.B) {
 func BenchmarkRetainedExecution(b *testing.B) {
 	const executions = 10_000
 	ctx := context.Background()
-	template := completed("")
+	template := storetest.CompletedExecution("")
 	ids := make([]string, executions)
 	for i := range ids {
 		ids[i] = fmt.Sprintf("exe_%032d", i) // as long as real ids

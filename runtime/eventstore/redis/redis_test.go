@@ -355,7 +355,7 @@ func TestScriptsSurviveReplay(t *testing.T) {
 		t.Errorf("Create of another record, replayed: got %v, want ErrExists", err)
 	}
 
-	evs := completed(rec.ID)
+	evs := storetest.CompletedExecution(rec.ID)
 	evs[1].Data = nil // a payload-less event repeats too
 	for _, ev := range evs {
 		if err := s.Append(ctx, ev); err != nil {
@@ -574,70 +574,11 @@ func event(id string, seq uint64, typ protocol.EventType, data string) protocol.
 	return protocol.Event{ExecutionID: id, Sequence: seq, Timestamp: at(int(seq)), Type: typ, Data: json.RawMessage(data)}
 }
 
-// completed returns the events of a typical completed text execution: 20 events
-// carrying 1 KiB of output text in total.
-func completed(id string) []protocol.Event {
-	evs := []protocol.Event{
-		event(id, 1, protocol.EventAccepted, `{"ability":"chat","deadline_at":"2026-12-02T13:01:00Z"}`),
-		event(id, 2, protocol.EventRouteSelected, `{"attempt":1,"deployment":"ai/gpt-4o-mini","provider":"openai","model":"gpt-4o-mini"}`),
-	}
-	text := strings.Repeat("0123456789abcdef", 4)
-	for i := range 16 {
-		evs = append(evs, event(id, uint64(i)+3, protocol.EventOutputDelta, fmt.Sprintf(`{"index":%d,"type":"text","text":%q}`, i, text)))
-	}
-	return append(evs,
-		event(id, 19, protocol.EventUsageReported, `{"usage":[]}`),
-		event(id, 20, protocol.EventCompleted, `{"finish_reason":"stop"}`),
-	)
-}
-
 func BenchmarkAppend(b *testing.B) {
-	ctx := context.Background()
-	s := open(b, newPrefix(b), redisstore.WithRetention(time.Second))
-	const perExecution = 1000
-	ev := completed("")[2] // an output.delta
-	var id string
-	b.ReportAllocs()
-	for i := 0; b.Loop(); i++ {
-		seq := uint64(i%perExecution) + 1
-		if seq == 1 {
-			// Executions end and expire so that Redis does not grow with b.N.
-			if id != "" {
-				b.StopTimer()
-				ev := protocol.Event{ExecutionID: id, Sequence: perExecution + 1, Type: protocol.EventCompleted}
-				if err := s.Append(ctx, ev); err != nil {
-					b.Fatal(err)
-				}
-				b.StartTimer()
-			}
-			id = fmt.Sprintf("exe_%d", i)
-			if err := s.Create(ctx, eventstore.Record{ID: id}); err != nil {
-				b.Fatal(err)
-			}
-		}
-		ev.ExecutionID, ev.Sequence = id, seq
-		if err := s.Append(ctx, ev); err != nil {
-			b.Fatal(err)
-		}
-	}
+	// A short retention lets ended executions expire, so Redis does not grow with b.N.
+	storetest.BenchmarkAppend(b, open(b, newPrefix(b), redisstore.WithRetention(time.Second)), nil)
 }
 
 func BenchmarkRead20(b *testing.B) {
-	ctx := context.Background()
-	s := open(b, newPrefix(b), redisstore.WithRetention(time.Hour))
-	if err := s.Create(ctx, eventstore.Record{ID: "exe_1"}); err != nil {
-		b.Fatal(err)
-	}
-	for _, ev := range completed("exe_1") {
-		if err := s.Append(ctx, ev); err != nil {
-			b.Fatal(err)
-		}
-	}
-	b.ReportAllocs()
-	for b.Loop() {
-		evs, err := s.Read(ctx, "exe_1", 0, 20)
-		if err != nil || len(evs) != 20 {
-			b.Fatalf("Read: %d events, %v", len(evs), err)
-		}
-	}
+	storetest.BenchmarkRead20(b, open(b, newPrefix(b), redisstore.WithRetention(time.Hour)))
 }

@@ -1,0 +1,39 @@
+package main
+
+import (
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/switchboard-dev/switchboard/runtime/routing"
+)
+
+// /readyz (both modes) reports ready only once the first complete table is published.
+func TestReadyOnlyAfterTableSync(t *testing.T) {
+	h := &routing.Holder{}
+	check := tableSynced(h)
+	req := httptest.NewRequest("GET", "/readyz", nil)
+	if err := check(req); err == nil {
+		t.Fatal("ready before the routing table synced")
+	}
+	routing.NewRegistry(h).Start()
+	if err := check(req); err != nil {
+		t.Fatalf("not ready after sync: %v", err)
+	}
+}
+
+func TestFlagValidation(t *testing.T) {
+	for args, want := range map[string]string{
+		"--idempotency-ttl=1h":          "at least 24h",
+		"--max-concurrent-executions=0": "must be positive",
+		"stray":                         "unexpected arguments",
+	} {
+		_, err := parseFlags(strings.Fields(args), &strings.Builder{})
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("parseFlags(%s) = %v, want %q", args, err, want)
+		}
+	}
+	if _, err := parseFlags(nil, &strings.Builder{}); err != nil {
+		t.Errorf("defaults rejected: %v", err)
+	}
+}
