@@ -7,11 +7,11 @@ import (
 	"github.com/switchboard-dev/switchboard/runtime/providers/replicate"
 )
 
-// adapters maps each provider name of a ModelDeployment to the adapter that serves it.
-func adapters() map[string]engine.Factory {
-	m := map[string]engine.Factory{
-		anthropic.Provider: anthropic.Factory,
-		replicate.Provider: replicate.Factory,
+// providers maps each provider name of a ModelDeployment to the adapter that serves it.
+func providers() map[string]engine.Provider {
+	m := map[string]engine.Provider{
+		anthropic.Provider: {New: anthropic.Factory},
+		replicate.Provider: {New: replicate.Factory},
 	}
 	openai.Register(m) // openai and openai-compatible
 	return m

@@ -121,7 +121,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	eng := engine.New(engine.Config{
 		Store:         store,
 		Table:         holder,
-		Adapters:      adapters(),
+		Providers:     providers(),
 		MaxConcurrent: o.maxConcurrent,
 		CleanupGrace:  o.cleanupGrace,
 		Logger:        log.WithName("engine"),

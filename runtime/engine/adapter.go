@@ -16,7 +16,9 @@ import (
 type Adapter interface {
 	// Execute runs one attempt. It emits output through emit as it arrives and returns
 	// when the provider is done. A failure is returned as a *protocol.Error with a fixed
-	// message (any other error is recorded as internal, its text only logged). ctx ends
+	// message (any other error is recorded as internal, its text only logged); a request
+	// refused before anything was sent is returned wrapped by NotSent, so the engine
+	// tries the next candidate. ctx ends
 	// on cancellation, deadline or attempt timeout; once it has ended the engine decides
 	// the outcome from the reason, whatever Execute returns. An adapter that must clean
 	// up remotely (cancel a job) may do so with context.WithoutCancel bounded by
@@ -65,7 +67,47 @@ var (
 	// ErrInvalidEvent: the event type may not be emitted by an adapter, or its data does
 	// not have the type's shape.
 	ErrInvalidEvent = errors.New("engine: invalid event")
+	// ErrOutputTooLarge: recording the event would take the execution past its event or
+	// output limit (Config.MaxEvents, Config.MaxOutputBytes), or one event's data is
+	// larger than protocol.MaxEventBytes and cannot be split. Nothing was recorded, the
+	// attempt is ending, and the execution fails with output_too_large.
+	ErrOutputTooLarge = errors.New("engine: execution output limit reached")
 )
+
+// ErrNotSent marks an attempt failure that happened before anything was sent to the
+// provider: the adapter refused a request it cannot encode. It is not a provider
+// failure, so the engine moves on to the next candidate whatever the error's
+// retryability (spec/routing.md, "Eligibility"). Wrap a refusal with NotSent.
+var ErrNotSent = errors.New("engine: the request was not sent to the provider")
+
+// NotSent returns pe marked as a refusal before anything was sent (see ErrNotSent).
+// errors.As still finds pe in it.
+func NotSent(pe *protocol.Error) error { return &notSent{pe} }
+
+type notSent struct{ pe *protocol.Error }
+
+func (n *notSent) Error() string   { return n.pe.Error() }
+func (n *notSent) Unwrap() []error { return []error{ErrNotSent, n.pe} }
+
+// EncodeCheck reports whether an adapter can encode req for deployment d: every part's
+// type, role and media form, and every model parameter the request sets. It returns nil,
+// or a refusal with a fixed message: code unsupported_capability when the request cannot
+// be expressed for d's provider, or invalid_request when the caller asked for something
+// d does not allow (a model parameter outside spec.allowedParameters).
+//
+// Routing asks it about every candidate deployment that passes the capability checks,
+// so it must be pure (no I/O), cheap, and agree with what the adapter's Execute does: a
+// request it admits is one Execute sends.
+type EncodeCheck func(req *protocol.Request, d *routing.Deployment) *protocol.Error
+
+// Provider is one provider adapter as the engine uses it.
+type Provider struct {
+	// New builds the adapter of one attempt. Required.
+	New Factory
+	// CanEncode is the adapter's EncodeCheck; nil admits every request that routing
+	// matched by capability.
+	CanEncode EncodeCheck
+}
 
 // Outcome is the result of a successful attempt.
 type Outcome struct {
@@ -74,7 +116,9 @@ type Outcome struct {
 }
 
 // Factory builds the adapter for a deployment. The engine calls it once per attempt with
-// the deployment from the execution's route snapshot, so a rotated credential is used
-// by the next attempt. A *protocol.Error it returns is recorded as is; any other error
-// becomes provider_rejected (the deployment's configuration is unusable).
+// the deployment from the execution's route snapshot, carrying the credential current
+// at that attempt, so a rotated credential is used by the next attempt. A failure means
+// nothing was sent: the engine falls back to the next candidate. A *protocol.Error it
+// returns is recorded as is; any other error becomes provider_rejected (the deployment's
+// configuration is unusable).
 type Factory func(d *routing.Deployment) (Adapter, error)

@@ -42,8 +42,8 @@ func BenchmarkSubmit(b *testing.B) {
 	eng := engine.New(engine.Config{
 		Store: store,
 		Table: holder,
-		Adapters: map[string]engine.Factory{
-			"fake": func(*routing.Deployment) (engine.Adapter, error) { return trivial{}, nil },
+		Providers: map[string]engine.Provider{
+			"fake": {New: func(*routing.Deployment) (engine.Adapter, error) { return trivial{}, nil }},
 		},
 	})
 	defer eng.Close()

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/go-logr/logr"
 
@@ -25,10 +26,31 @@ type writer struct {
 	id    string
 	now   func() time.Time
 
+	limits limits
+	// exceeded is called (under mu) when an append is refused for a limit; it ends the
+	// execution with output_too_large. May be nil.
+	exceeded func()
+
 	mu       sync.Mutex
 	seq      uint64    // last recorded sequence
 	last     time.Time // last recorded timestamp
 	terminal bool      // the terminal event is recorded; nothing may follow
+	output   bool      // an output or tool event is recorded (by any attempt)
+	outBytes int64     // materialized output recorded: text, tool arguments, results
+}
+
+// limits bound one execution (spec/http-api.md, "Limits").
+type limits struct {
+	events      uint64 // events, the terminal one included
+	outputBytes int64  // materialized output bytes
+}
+
+// hasOutput reports whether any output or tool event has been recorded: from then on a
+// failure is never retryable (spec/http-api.md, "Errors").
+func (w *writer) hasOutput() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.output
 }
 
 // timestamp is the next event's time: now in UTC at microsecond precision (as the
@@ -59,7 +81,7 @@ func (w *writer) appendAt(typ protocol.EventType, v any, ts time.Time) error {
 	if ts.IsZero() {
 		ts = w.timestamp()
 	}
-	return w.appendLocked(typ, data, ts)
+	return w.appendLocked(typ, data, ts, 0)
 }
 
 // Bounds of appendRetry's pauses between tries: short, since an execution's lifecycle
@@ -96,8 +118,8 @@ func (w *writer) appendRetry(typ protocol.EventType, v any, ts time.Time, policy
 	}
 	pause := retryPause
 	for try := 1; ; try++ {
-		err = w.appendLocked(typ, data, ts)
-		if err == nil || errors.Is(err, ErrAttemptOver) {
+		err = w.appendLocked(typ, data, ts, 0)
+		if err == nil || errors.Is(err, ErrAttemptOver) || errors.Is(err, ErrOutputTooLarge) {
 			return err
 		}
 		landed, serr := w.resyncLocked(typ)
@@ -149,13 +171,25 @@ func (w *writer) resyncLocked(typ protocol.EventType) (landed bool, err error) {
 			w.last = ev.Timestamp
 		}
 		w.terminal = w.terminal || ev.Type.Terminal()
+		w.output = w.output || ev.Type.IsOutput()
 	}
 	return evs[len(evs)-1].Type == typ || (typ.Terminal() && w.terminal), nil
 }
 
-func (w *writer) appendLocked(typ protocol.EventType, data json.RawMessage, ts time.Time) error {
+// appendLocked records one event at the next sequence. A non-terminal event is refused
+// with ErrOutputTooLarge unless it leaves room for the terminal event within the event
+// limit, or when it would take the materialized output past its limit (outBytes is
+// the output it adds); nothing is recorded then.
+func (w *writer) appendLocked(typ protocol.EventType, data json.RawMessage, ts time.Time, outBytes int64) error {
 	if w.terminal {
 		return ErrAttemptOver
+	}
+	if !typ.Terminal() && (w.limits.events > 0 && w.seq+2 > w.limits.events ||
+		w.limits.outputBytes > 0 && w.outBytes+outBytes > w.limits.outputBytes) {
+		if w.exceeded != nil {
+			w.exceeded()
+		}
+		return ErrOutputTooLarge
 	}
 	ev := protocol.Event{ExecutionID: w.id, Sequence: w.seq + 1, Timestamp: ts, Type: typ, Data: data}
 	if err := w.store.Append(w.ctx, ev); err != nil {
@@ -163,6 +197,8 @@ func (w *writer) appendLocked(typ protocol.EventType, data json.RawMessage, ts t
 	}
 	w.seq, w.last = ev.Sequence, ts
 	w.terminal = typ.Terminal()
+	w.output = w.output || typ.IsOutput()
+	w.outBytes += outBytes
 	return nil
 }
 
@@ -183,8 +219,15 @@ var _ Emitter = (*emitter)(nil)
 // Emit implements Emitter.
 func (em *emitter) Emit(typ protocol.EventType, data any) error {
 	// Encoding happens before the lock: a large payload does not hold up other emits.
-	raw, err := encodeData(typ, data, em.log)
-	if err != nil || raw == nil {
+	raws, outBytes, err := encodeEvents(typ, data, em.log)
+	if err != nil || raws == nil {
+		if errors.Is(err, ErrOutputTooLarge) {
+			em.w.mu.Lock()
+			if em.w.exceeded != nil && !em.closed {
+				em.w.exceeded()
+			}
+			em.w.mu.Unlock()
+		}
 		return err
 	}
 	em.w.mu.Lock()
@@ -192,8 +235,22 @@ func (em *emitter) Emit(typ protocol.EventType, data any) error {
 	if em.closed || em.ctx.Err() != nil {
 		return ErrAttemptOver
 	}
-	if err := em.w.appendLocked(typ, raw, em.w.timestamp()); err != nil {
-		return err
+	if len(raws) > 1 && em.w.limits.events > 0 && em.w.seq+uint64(len(raws))+1 > em.w.limits.events {
+		// The pieces of a split delta are recorded all or none, so that no half of an
+		// event the adapter emitted as one is stored.
+		if em.w.exceeded != nil {
+			em.w.exceeded()
+		}
+		return ErrOutputTooLarge
+	}
+	for i, raw := range raws {
+		n := int64(0)
+		if i == 0 {
+			n = outBytes // counted once, so the byte limit is checked before the first piece
+		}
+		if err := em.w.appendLocked(typ, raw, em.w.timestamp(), n); err != nil {
+			return err
+		}
 	}
 	if typ.IsOutput() {
 		em.output = true
@@ -216,6 +273,88 @@ func (em *emitter) close() (output bool) {
 // decode, and keep the envelope fields out of adapters' hands. Error messages name the
 // type and the broken rule, never the data.
 func encodeData(typ protocol.EventType, data any, log logr.Logger) (json.RawMessage, error) {
+	_, raw, err := checkData(typ, data, log)
+	return raw, err
+}
+
+// maxPieceText bounds the text of one piece of a split delta. JSON escaping makes at
+// most six bytes of one (a control character as \u00XX), so a piece always encodes
+// within protocol.MaxEventBytes, envelope fields included.
+const maxPieceText = protocol.MaxEventBytes / 8
+
+// encodeEvents checks and encodes data for typ like encodeData and returns what to
+// record: one event's data, or — for a text or tool-argument delta whose encoding is
+// larger than protocol.MaxEventBytes — the delta split at rune boundaries into pieces
+// that fit, in order, which the result snapshot concatenates back into the same text.
+// Any other event larger than protocol.MaxEventBytes gives ErrOutputTooLarge. outBytes
+// is the materialized output the event adds (spec/http-api.md, "Limits").
+func encodeEvents(typ protocol.EventType, data any, log logr.Logger) (raws []json.RawMessage, outBytes int64, err error) {
+	v, raw, err := checkData(typ, data, log)
+	if err != nil || raw == nil {
+		return nil, 0, err
+	}
+	var pieces []string
+	switch d := v.(type) {
+	case protocol.OutputDeltaData:
+		outBytes = int64(len(d.Text))
+		if len(raw) > protocol.MaxEventBytes {
+			pieces = split(d.Text, maxPieceText)
+			for _, p := range pieces {
+				d.Text = p
+				raws = append(raws, mustMarshal(d))
+			}
+		}
+	case protocol.ToolCallArgsDeltaData:
+		outBytes = int64(len(d.Delta))
+		if len(raw) > protocol.MaxEventBytes {
+			pieces = split(d.Delta, maxPieceText)
+			for _, p := range pieces {
+				d.Delta = p
+				raws = append(raws, mustMarshal(d))
+			}
+		}
+	case protocol.OutputResultData:
+		outBytes = int64(len(d.Result))
+	}
+	switch {
+	case raws != nil:
+		return raws, outBytes, nil
+	case len(raw) > protocol.MaxEventBytes:
+		return nil, 0, fmt.Errorf("emit %s: %d bytes of data: %w", typ, len(raw), ErrOutputTooLarge)
+	}
+	return []json.RawMessage{raw}, outBytes, nil
+}
+
+// split cuts s into pieces of at most n bytes, never inside a UTF-8 sequence.
+func split(s string, n int) []string {
+	var out []string
+	for len(s) > n {
+		cut := n
+		for cut > 0 && !utf8.RuneStart(s[cut]) {
+			cut--
+		}
+		if cut == 0 {
+			cut = n // not UTF-8 at all: any cut is as good
+		}
+		out = append(out, s[:cut])
+		s = s[cut:]
+	}
+	return append(out, s)
+}
+
+// mustMarshal encodes a payload that has just been encoded whole; a piece of it cannot
+// fail where the whole did not.
+func mustMarshal(v any) json.RawMessage {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic("engine: re-encoding a checked payload failed: " + err.Error())
+	}
+	return b
+}
+
+// checkData checks data against typ and returns the checked value and its encoding; see
+// encodeData.
+func checkData(typ protocol.EventType, data any, log logr.Logger) (any, json.RawMessage, error) {
 	var (
 		v   any
 		err error
@@ -281,21 +420,21 @@ func encodeData(typ protocol.EventType, data any, log logr.Logger) (json.RawMess
 		if err == nil {
 			d.Usage = validUsage(d.Usage, log)
 			if len(d.Usage) == 0 {
-				return nil, nil
+				return nil, nil, nil
 			}
 			v = d
 		}
 	default:
-		return nil, fmt.Errorf("emit %s: adapters may not emit this type: %w", typ, ErrInvalidEvent)
+		return nil, nil, fmt.Errorf("emit %s: adapters may not emit this type: %w", typ, ErrInvalidEvent)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("emit %s: %w", typ, err)
+		return nil, nil, fmt.Errorf("emit %s: %w", typ, err)
 	}
 	raw, err := json.Marshal(v)
 	if err != nil {
-		return nil, fmt.Errorf("emit %s: data cannot be encoded: %w", typ, ErrInvalidEvent)
+		return nil, nil, fmt.Errorf("emit %s: data cannot be encoded: %w", typ, ErrInvalidEvent)
 	}
-	return raw, nil
+	return v, raw, nil
 }
 
 // checked converts data to T and applies check, which may normalise the value and

@@ -20,8 +20,17 @@ import (
 const (
 	// DefaultMaxConcurrent is the default of --max-concurrent-executions.
 	DefaultMaxConcurrent = 256
-	// DefaultCleanupGrace is the default of --cleanup-grace (CONTRACT §5.2).
+	// DefaultCleanupGrace is the default of --cleanup-grace (spec/events.md).
 	DefaultCleanupGrace = 10 * time.Second
+	// DefaultMaxEvents is the default of --max-events-per-execution (spec/http-api.md,
+	// "Limits").
+	DefaultMaxEvents = 100_000
+	// DefaultMaxOutputBytes is the default of --max-output-bytes: the materialized
+	// output (text, tool arguments and result) one execution may record.
+	DefaultMaxOutputBytes = 64 << 20
+	// MinMaxEvents is the smallest event limit that lets an execution record anything:
+	// execution.accepted, route.selected, one output event and the terminal event.
+	MinMaxEvents = 4
 )
 
 // Config configures an Engine.
@@ -32,14 +41,23 @@ type Config struct {
 	// Table publishes the routing table; nil routes nothing (every Submit gives
 	// unsupported_capability).
 	Table *routing.Holder
-	// Adapters builds adapters, by provider name (Deployment.Provider).
-	Adapters map[string]Factory
+	// Providers holds the adapters, by provider name (Deployment.Provider). A deployment
+	// whose provider has none is never eligible.
+	Providers map[string]Provider
 	// MaxConcurrent bounds the executions running on this engine; further submits get
 	// rate_limited. 0 means DefaultMaxConcurrent.
 	MaxConcurrent int
 	// CleanupGrace bounds how long an adapter may take to return after its attempt was
 	// cancelled or ran out of time. 0 means DefaultCleanupGrace.
 	CleanupGrace time.Duration
+	// MaxEvents bounds the events one execution records, its terminal event included;
+	// past it the execution fails with output_too_large. 0 means DefaultMaxEvents;
+	// smaller than MinMaxEvents means MinMaxEvents.
+	MaxEvents int
+	// MaxOutputBytes bounds one execution's materialized output: the bytes of text
+	// deltas, tool argument fragments and output.result results. Past it the execution
+	// fails with output_too_large. 0 means DefaultMaxOutputBytes.
+	MaxOutputBytes int64
 	// Now is the clock for timestamps and deadlines; nil means time.Now.
 	Now func() time.Time
 	// Logger receives the engine's logs; the zero Logger discards them.
@@ -48,12 +66,13 @@ type Config struct {
 
 // Engine runs executions. Create it with New; it is safe for concurrent use.
 type Engine struct {
-	store    eventstore.Store
-	table    *routing.Holder
-	adapters map[string]Factory
-	grace    time.Duration
-	now      func() time.Time
-	log      logr.Logger
+	store     eventstore.Store
+	table     *routing.Holder
+	providers map[string]Provider
+	grace     time.Duration
+	limits    limits
+	now       func() time.Time
+	log       logr.Logger
 
 	// slots holds one token per running execution. A buffered channel gives a
 	// lock-free, exact limit, and Shutdown waits for executions by taking every token.
@@ -82,13 +101,21 @@ func New(cfg Config) *Engine {
 		panic("engine: Config.Store is nil")
 	}
 	e := &Engine{
-		store:    cfg.Store,
-		table:    cfg.Table,
-		adapters: maps.Clone(cfg.Adapters),
-		grace:    cfg.CleanupGrace,
-		now:      cfg.Now,
-		log:      cfg.Logger,
-		drained:  make(chan struct{}),
+		store:     cfg.Store,
+		table:     cfg.Table,
+		providers: maps.Clone(cfg.Providers),
+		grace:     cfg.CleanupGrace,
+		limits:    limits{events: uint64(cfg.MaxEvents), outputBytes: cfg.MaxOutputBytes},
+		now:       cfg.Now,
+		log:       cfg.Logger,
+		drained:   make(chan struct{}),
+	}
+	if cfg.MaxEvents <= 0 {
+		e.limits.events = DefaultMaxEvents
+	}
+	e.limits.events = max(e.limits.events, MinMaxEvents)
+	if e.limits.outputBytes <= 0 {
+		e.limits.outputBytes = DefaultMaxOutputBytes
 	}
 	if e.table == nil {
 		e.table = new(routing.Holder)
@@ -134,12 +161,13 @@ func (e *Engine) Submit(ctx context.Context, id string, createdAt time.Time, req
 	if e.closing.Load() {
 		return Accepted{}, errShuttingDown()
 	}
-	route, err := e.table.Load().Route(query(req))
+	q := query(req)
+	q.Admit = e.admitter(req)
+	route, err := e.table.Load().Route(q)
 	if err != nil {
 		var ne *routing.NoEligibleError
 		if errors.As(err, &ne) {
-			// Its message names capability ids only (a closed set), never the ability.
-			return Accepted{}, protocol.NewError(protocol.CodeUnsupportedCapability, ne.Error())
+			return Accepted{}, noRouteError(ne)
 		}
 		e.log.Error(err, "Cannot route execution", "execution", id)
 		return Accepted{}, errInternal()
@@ -163,6 +191,40 @@ func (e *Engine) Submit(ctx context.Context, id string, createdAt time.Time, req
 	}
 	go e.run(ctx, x)
 	return acc, nil
+}
+
+// admitter returns routing's admission check for req: a deployment is eligible only if
+// the engine has an adapter for its provider and that adapter can encode req for it.
+func (e *Engine) admitter(req *protocol.Request) func(d *routing.Deployment) error {
+	return func(d *routing.Deployment) error {
+		p, ok := e.providers[d.Provider]
+		if !ok || p.New == nil {
+			return errNoAdapter()
+		}
+		if p.CanEncode == nil {
+			return nil
+		}
+		if pe := p.CanEncode(req, d); pe != nil {
+			return pe
+		}
+		return nil
+	}
+}
+
+// noRouteError is the synchronous error for a request no deployment is eligible for.
+// When the only deployments with the right capabilities refused a request the caller
+// must change (a model parameter they do not allow), that refusal is answered (400);
+// otherwise it is unsupported_capability (422), whose message names capability ids (a
+// closed set) or the adapter's fixed refusal, never the ability.
+func noRouteError(ne *routing.NoEligibleError) *protocol.Error {
+	var pe *protocol.Error
+	if ne.Unmet == 0 && !ne.NoAbility && errors.As(ne.Refused, &pe) {
+		if pe.Code == protocol.CodeInvalidRequest {
+			return clone(pe)
+		}
+		return protocol.NewError(protocol.CodeUnsupportedCapability, ne.Error()+": "+pe.Message)
+	}
+	return protocol.NewError(protocol.CodeUnsupportedCapability, ne.Error())
 }
 
 // query builds the routing query of req with the contract's defaults applied.

@@ -13,6 +13,7 @@ var (
 	errCancelRequested = errors.New("execution cancel requested")
 	errShutdown        = errors.New("engine shut down")
 	errAttemptTimeout  = errors.New("attempt timeout exceeded")
+	errOutputLimit     = errors.New("execution output limit reached")
 )
 
 // rateLimitRetryAfter is the retry hint of a rejection at the concurrency limit: long
@@ -48,6 +49,10 @@ func errCancelled() *protocol.Error {
 	return protocol.NewError(protocol.CodeCancelled, "the execution was cancelled")
 }
 
+func errOutputTooLarge() *protocol.Error {
+	return protocol.NewError(protocol.CodeOutputTooLarge, "the execution reached its limit of events or output bytes")
+}
+
 func errProviderTimeout() *protocol.Error {
 	return protocol.NewError(protocol.CodeProviderTimeout, "the attempt timed out")
 }
@@ -75,8 +80,24 @@ func causeError(cause error) *protocol.Error {
 		return errCancelled()
 	case errors.Is(cause, errShutdown):
 		return errShutDown()
+	case errors.Is(cause, errOutputLimit):
+		return errOutputTooLarge()
 	default:
 		// errDeadline, and anything unexpected: the execution ran out of time.
 		return errDeadlineExceeded()
 	}
+}
+
+// settle applies the retryable rule (spec/http-api.md, "Errors") to a failure about to
+// be recorded: retryable says whether resubmitting the same request is safe. It is never
+// more than the code's table value (an adapter or provider hint may lower it, never
+// raise it), and never true once the execution has recorded output (output), since
+// downstream effects may exist. A retry hint goes with retryable.
+func settle(pe *protocol.Error, output bool) *protocol.Error {
+	c := clone(pe)
+	c.Retryable = pe.Retryable && pe.Code.Retryable() && !output
+	if !c.Retryable {
+		c.RetryAfterMs = 0
+	}
+	return c
 }

@@ -193,14 +193,14 @@ func newHarness(t *testing.T, deployments []routing.Deployment, scripts map[stri
 	t.Helper()
 	h := &harness{t: t, scripts: scripts, logs: &enginetest.LogSink{}}
 	cfg := engine.Config{
-		Adapters: map[string]engine.Factory{
-			"fake": func(d *routing.Deployment) (engine.Adapter, error) {
+		Providers: map[string]engine.Provider{
+			"fake": {New: func(d *routing.Deployment) (engine.Adapter, error) {
 				s, ok := scripts[d.Ref.Name]
 				if !ok {
 					return nil, fmt.Errorf("no script for %s", d.Ref)
 				}
 				return s, nil
-			},
+			}},
 		},
 		CleanupGrace: 100 * time.Millisecond,
 		Logger:       h.logs.Logger(),

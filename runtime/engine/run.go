@@ -30,6 +30,7 @@ func (e *Engine) run(parent context.Context, x *execution) {
 
 	go e.watchCancel(base, x.id, cancel)
 
+	x.w.exceeded = func() { cancel(errOutputLimit) }
 	typ, data := e.attempts(ctx, x)
 	// Without its terminal event the execution would never end for its readers, so a
 	// failed write is retried, for at most the cleanup grace (which bounds how long
@@ -85,43 +86,54 @@ func (e *Engine) attempts(ctx context.Context, x *execution) (protocol.EventType
 		n := i + 1
 		if ctx.Err() != nil {
 			// Never start an attempt once the execution has ended.
-			return failed(causeError(context.Cause(ctx)))
+			return e.failed(x, causeError(context.Cause(ctx)))
 		}
 		ref := d.Ref.String()
 		sel := protocol.RouteSelectedData{Attempt: n, Deployment: ref, Provider: d.Provider, Model: d.Model}
 		if err := x.w.append(protocol.EventRouteSelected, sel); err != nil {
-			x.log.Error(err, "Cannot record route.selected")
-			return failed(errInternal())
+			return e.failed(x, lifecycleError(err, x.log, "Cannot record route.selected"))
 		}
 
-		out, perr, output := e.attempt(ctx, x, n, d)
+		out, perr, output, notSent := e.attempt(ctx, x, n, d)
 		if perr == nil {
 			return protocol.EventCompleted, protocol.CompletedData{FinishReason: out.FinishReason}
 		}
-		// Fallback only for a retryable failure before any output, with a candidate
-		// left and time left (CONTRACT §5.2).
-		retry := perr.Retryable && !output && n < len(candidates)
+		// Fallback only for a retryable failure before any output, or a refusal before
+		// anything was sent, with a candidate left and time left (spec/events.md).
+		retry := (perr.Retryable || notSent) && !output && n < len(candidates)
 		if retry && ctx.Err() != nil {
 			// The execution ended after the attempt did: the retry the error asks for
 			// cannot happen, and the reason is the end (deadline, cancel, shutdown).
 			retry, perr = false, causeError(context.Cause(ctx))
 		}
 		if !retry {
-			return failed(perr)
+			return e.failed(x, perr)
 		}
-		af := protocol.AttemptFailedData{Attempt: n, Deployment: ref, Error: perr}
+		af := protocol.AttemptFailedData{Attempt: n, Deployment: ref, Error: settle(perr, false)}
 		if err := x.w.append(protocol.EventAttemptFailed, af); err != nil {
-			x.log.Error(err, "Cannot record route.attempt_failed")
-			return failed(errInternal())
+			return e.failed(x, lifecycleError(err, x.log, "Cannot record route.attempt_failed"))
 		}
 	}
 	// Route guarantees at least one candidate; reaching here is a bug in it.
 	x.log.Error(nil, "Route has no candidates")
-	return failed(errInternal())
+	return e.failed(x, errInternal())
 }
 
-func failed(err *protocol.Error) (protocol.EventType, any) {
-	return protocol.EventFailed, protocol.FailedData{Error: err}
+// failed is the terminal event for an execution that ends with err. It applies the
+// retryable rule (settle) with what the execution has recorded: this is the one place a
+// terminal failure is composed.
+func (e *Engine) failed(x *execution, err *protocol.Error) (protocol.EventType, any) {
+	return protocol.EventFailed, protocol.FailedData{Error: settle(err, x.w.hasOutput())}
+}
+
+// lifecycleError is the terminal error after the engine failed to record one of its own
+// events: output_too_large when the event limit refused it, else internal.
+func lifecycleError(err error, log logr.Logger, msg string) *protocol.Error {
+	if errors.Is(err, ErrOutputTooLarge) {
+		return errOutputTooLarge()
+	}
+	log.Error(err, msg)
+	return errInternal()
 }
 
 // result is what an adapter's Execute returned.
@@ -131,22 +143,24 @@ type result struct {
 }
 
 // attempt runs attempt n on deployment d. It returns the outcome or the attempt's
-// portable error, and whether the attempt recorded output.
-func (e *Engine) attempt(ctx context.Context, x *execution, n int, d *routing.Deployment) (Outcome, *protocol.Error, bool) {
+// portable error, whether the attempt recorded output, and whether it failed before
+// anything was sent to the provider (the adapter could not be built, or refused the
+// request).
+func (e *Engine) attempt(ctx context.Context, x *execution, n int, d *routing.Deployment) (Outcome, *protocol.Error, bool, bool) {
 	log := x.log.WithValues("attempt", n, "deployment", d.Ref.String(), "provider", d.Provider)
-	factory := e.adapters[d.Provider]
+	factory := e.providers[d.Provider].New
 	if factory == nil {
 		log.Error(nil, "No adapter factory for provider")
-		return Outcome{}, errNoAdapter(), false
+		return Outcome{}, errNoAdapter(), false, true
 	}
-	adapter, err := factory(d)
+	adapter, err := factory(e.withCurrentCredential(d))
 	if err != nil {
 		log.Error(err, "Cannot build adapter")
 		var pe *protocol.Error
 		if errors.As(err, &pe) && pe.Code.Known() {
-			return Outcome{}, clone(pe), false
+			return Outcome{}, clone(pe), false, true
 		}
-		return Outcome{}, errAdapterUnusable(), false
+		return Outcome{}, errAdapterUnusable(), false, true
 	}
 
 	actx, cancel := ctx, context.CancelFunc(func() {})
@@ -188,20 +202,34 @@ func (e *Engine) attempt(ctx context.Context, x *execution, n int, d *routing.De
 	// returned.
 	if !ended && (r.err == nil || actx.Err() == nil) {
 		if r.err != nil {
-			return Outcome{}, adapterError(r.err, log), output
+			return Outcome{}, adapterError(r.err, log), output, errors.Is(r.err, ErrNotSent) && !output
 		}
-		return r.out, nil, output
+		return r.out, nil, output, false
 	}
 	switch {
 	case ctx.Err() != nil:
-		return Outcome{}, causeError(context.Cause(ctx)), output
+		return Outcome{}, causeError(context.Cause(ctx)), output, false
 	case actx.Err() != nil:
 		log.Info("Attempt timed out", "timeout", d.AttemptTimeout)
-		return Outcome{}, errProviderTimeout(), output
+		return Outcome{}, errProviderTimeout(), output, false
 	case r.err != nil:
-		return Outcome{}, adapterError(r.err, log), output
+		return Outcome{}, adapterError(r.err, log), output, false
 	}
-	return r.out, nil, output
+	return r.out, nil, output, false
+}
+
+// withCurrentCredential returns d with the credential the live routing table holds for
+// it now, when that changed since the execution's route was taken: a rotated Secret is
+// used by the next attempt, fallbacks included. Everything else stays as the route's
+// snapshot had it.
+func (e *Engine) withCurrentCredential(d *routing.Deployment) *routing.Deployment {
+	cur, ok := e.table.Load().Get(d.Ref)
+	if !ok || cur.CredentialsVersion == d.CredentialsVersion {
+		return d
+	}
+	c := *d
+	c.Credential, c.CredentialsVersion = cur.Credential, cur.CredentialsVersion
+	return &c
 }
 
 // execute calls the adapter, turning a panic into an error so that one faulty adapter

@@ -181,7 +181,7 @@ func TestSuccessJustBeforeAttemptTimeout(t *testing.T) {
 	r := racer{ctxs: make(chan context.Context, 1), entered: make(chan struct{})}
 	h := newHarness(t, []routing.Deployment{deployment("a", withAttemptTimeout(200*time.Millisecond))}, nil,
 		func(c *engine.Config) {
-			c.Adapters = map[string]engine.Factory{"fake": func(*routing.Deployment) (engine.Adapter, error) { return r, nil }}
+			c.Providers = map[string]engine.Provider{"fake": {New: func(*routing.Deployment) (engine.Adapter, error) { return r, nil }}}
 		})
 	h.faults.onAppend(func(ev protocol.Event, next func() error) error {
 		if ev.Type == evDelta {

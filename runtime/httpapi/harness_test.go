@@ -99,7 +99,7 @@ func newEnv(t testing.TB, opts ...envOption) *env {
 	e.engine = engine.New(engine.Config{
 		Store:         e.store,
 		Table:         holder,
-		Adapters:      map[string]engine.Factory{"fake": func(*routing.Deployment) (engine.Adapter, error) { return fakeAdapter{e}, nil }},
+		Providers:     map[string]engine.Provider{"fake": {New: func(*routing.Deployment) (engine.Adapter, error) { return fakeAdapter{e}, nil }}},
 		MaxConcurrent: cfg.maxConcurrent,
 	})
 	api := cfg.api

@@ -97,7 +97,7 @@ func newIdemServer(t *testing.T) (s *server, store *hookStore, replica func(now 
 	holder.MarkSynced()
 	eng := engine.New(engine.Config{
 		Store: store, Table: holder,
-		Adapters: map[string]engine.Factory{"fake": func(*routing.Deployment) (engine.Adapter, error) { return doneAdapter{}, nil }},
+		Providers: map[string]engine.Provider{"fake": {New: func(*routing.Deployment) (engine.Adapter, error) { return doneAdapter{}, nil }}},
 	})
 	t.Cleanup(func() {
 		if err := eng.Close(); err != nil {

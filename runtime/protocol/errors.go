@@ -23,6 +23,7 @@ const (
 	CodeProviderTimeout       Code = "provider_timeout"
 	CodeProviderRejected      Code = "provider_rejected"
 	CodeDeadlineExceeded      Code = "deadline_exceeded"
+	CodeOutputTooLarge        Code = "output_too_large"
 	CodeCancelled             Code = "cancelled"
 	CodeContentFiltered       Code = "content_filtered"
 	CodeInternal              Code = "internal"
@@ -48,6 +49,7 @@ var codes = map[Code]codeInfo{
 	CodeProviderTimeout:       {http.StatusGatewayTimeout, true},
 	CodeProviderRejected:      {http.StatusBadGateway, false},
 	CodeDeadlineExceeded:      {http.StatusGatewayTimeout, false},
+	CodeOutputTooLarge:        {0, false},
 	CodeCancelled:             {0, false},
 	CodeContentFiltered:       {0, false},
 	CodeInternal:              {http.StatusInternalServerError, false},
@@ -57,7 +59,8 @@ var codes = map[Code]codeInfo{
 func (c Code) Known() bool { _, ok := codes[c]; return ok }
 
 // HTTPStatus is the status a synchronous error with this code is answered with. Codes that
-// only occur asynchronously (cancelled, content_filtered) and unknown codes map to 500.
+// only occur asynchronously (output_too_large, cancelled, content_filtered) and unknown
+// codes map to 500.
 func (c Code) HTTPStatus() int {
 	if info, ok := codes[c]; ok && info.status != 0 {
 		return info.status

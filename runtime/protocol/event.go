@@ -38,6 +38,13 @@ func (t EventType) IsOutput() bool {
 	return false
 }
 
+// MaxEventBytes bounds the encoded data of one recorded event. The engine splits a text
+// or tool-argument delta that is larger into pieces and refuses any other larger event
+// (output_too_large), so an event envelope always fits an SSE frame of a client that
+// admits MaxEventBytes plus the envelope's own fields, and a page of events
+// (spec/events.md) always has room for at least one event.
+const MaxEventBytes = 2 << 20
+
 // Event is the envelope of one recorded event (CONTRACT §5.1). The runtime assigns
 // ExecutionID, Sequence and Timestamp; adapters only produce Data.
 type Event struct {

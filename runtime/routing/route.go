@@ -22,6 +22,11 @@ type Query struct {
 	MaxAttempts int
 	// ExtensionKeys are the request's extension keys.
 	ExtensionKeys []string
+	// Admit, if set, is asked last about each deployment that passes every other check;
+	// a non-nil error makes the deployment ineligible. The engine uses it to ask the
+	// deployment's adapter whether it can encode the request (part roles, media form,
+	// parameters), so a request no adapter can send is refused before it exists.
+	Admit func(d *Deployment) error
 	// Rand orders deployments of equal priority; nil uses the global source. Tests pass a
 	// seeded source.
 	Rand *rand.Rand
@@ -47,6 +52,9 @@ type NoEligibleError struct {
 	Unmet CapSet
 	// NoAbility is true when no deployment serves the ability at all.
 	NoAbility bool
+	// Refused is the first refusal of Query.Admit, when it excluded a deployment that
+	// every other check allowed; nil otherwise.
+	Refused error
 }
 
 func (e *NoEligibleError) Error() string {
@@ -55,14 +63,17 @@ func (e *NoEligibleError) Error() string {
 		return "no routable model serves the requested ability"
 	case e.Unmet != 0:
 		return "no routable model has the required capabilities: " + e.Unmet.String()
+	case e.Refused != nil:
+		return "no routable model can take the request as given"
 	default:
 		return "no routable model has all required capabilities and allows the request"
 	}
 }
 
-// Route returns the eligible deployments for q in attempt order (CONTRACT §3):
-// eligible = serves the ability, effective capabilities ⊇ required, and every extension
-// key allowed by the deployment's policies; order = preferred refs first in the caller's
+// Route returns the eligible deployments for q in attempt order (spec/routing.md):
+// eligible = serves the ability, effective capabilities ⊇ required, every extension key
+// allowed by the deployment's policies, and admitted by q.Admit (the adapter can encode
+// the request); order = preferred refs first in the caller's
 // order, then priority descending, then weighted random by weight among equal priority.
 // Only the first q.MaxAttempts positions are drawn, so a lookup in a large table costs one
 // pass over the ability's deployments. Policy caps on deadline and attempts narrow the
@@ -73,8 +84,20 @@ func (t *Table) Route(q Query) (Route, error) {
 		return Route{}, &NoEligibleError{NoAbility: true}
 	}
 	limit := max(q.MaxAttempts, 1)
+	var refused error
 	eligible := func(d *Deployment) bool {
-		return d.Capabilities.Has(q.Required) && allowsAll(d.Limits, q.ExtensionKeys)
+		if !d.Capabilities.Has(q.Required) || !allowsAll(d.Limits, q.ExtensionKeys) {
+			return false
+		}
+		if q.Admit != nil {
+			if err := q.Admit(d); err != nil {
+				if refused == nil {
+					refused = err
+				}
+				return false
+			}
+		}
+		return true
 	}
 
 	out := make([]*Deployment, 0, limit)
@@ -107,7 +130,11 @@ func (t *Table) Route(q Query) (Route, error) {
 		for _, d := range serving {
 			offered |= d.Capabilities
 		}
-		return Route{}, &NoEligibleError{Unmet: q.Required.Without(offered)}
+		unmet := q.Required.Without(offered)
+		if unmet != 0 {
+			refused = nil // the capabilities are the reason; a refusal is incidental
+		}
+		return Route{}, &NoEligibleError{Unmet: unmet, Refused: refused}
 	}
 
 	r := Route{MaxAttempts: limit, Deadline: q.Deadline}

@@ -106,6 +106,10 @@ type Deployment struct {
 	Weight         int32
 	AttemptTimeout time.Duration
 	Limits         Limits
+	// Parameters names the model input parameters callers may set through the
+	// provider's parameters extension (ModelDeployment spec.allowedParameters); empty
+	// means none.
+	Parameters []string
 }
 
 // Table is an immutable snapshot of the routable deployments, indexed by ability.

@@ -93,7 +93,7 @@ type adapter struct {
 var _ engine.Adapter = (*adapter)(nil)
 
 // Factory builds the adapter for a deployment with the default HTTP client; register it
-// for Provider in engine.Config.Adapters.
+// for Provider in engine.Config.Providers.
 func Factory(d *routing.Deployment) (engine.Adapter, error) { return New(d) }
 
 var _ engine.Factory = Factory

@@ -22,9 +22,9 @@ func TestThroughEngine(t *testing.T) {
 	second := *deployment(tools.endpoint(), streaming(), with(protocol.CapTools))
 	second.Ref.Name, second.Provider, second.Priority = "second", openai.ProviderCompatible, 0
 
-	adapters := map[string]engine.Factory{}
-	openai.Register(adapters)
-	h := enginetest.NewHarness(t, engine.Config{Adapters: adapters}, first, second)
+	providers := map[string]engine.Provider{}
+	openai.Register(providers)
+	h := enginetest.NewHarness(t, engine.Config{Providers: providers}, first, second)
 
 	req := request(t, `{"ability":"chat","input":[{"type":"text","text":"Weather in Paris and Bogotá?"},
 		{"type":"tool","name":"get_weather","parameters":{"type":"object"}}]}`)

@@ -70,12 +70,12 @@ func NewFactory(opts ...Option) engine.Factory {
 	return func(d *routing.Deployment) (engine.Adapter, error) { return New(d, opts...) }
 }
 
-// Register adds the factory for ProviderOpenAI and ProviderCompatible, built with opts,
-// to m (engine.Config.Adapters).
-func Register(m map[string]engine.Factory, opts ...Option) {
-	f := NewFactory(opts...)
-	m[ProviderOpenAI] = f
-	m[ProviderCompatible] = f
+// Register adds the adapter for ProviderOpenAI and ProviderCompatible, built with opts,
+// to m (engine.Config.Providers).
+func Register(m map[string]engine.Provider, opts ...Option) {
+	p := engine.Provider{New: NewFactory(opts...)}
+	m[ProviderOpenAI] = p
+	m[ProviderCompatible] = p
 }
 
 var _ engine.Adapter = (*adapter)(nil)

@@ -249,14 +249,14 @@ func TestEndpointAndAuth(t *testing.T) {
 }
 
 func TestRegister(t *testing.T) {
-	m := map[string]engine.Factory{}
+	m := map[string]engine.Provider{}
 	openai.Register(m)
 	if len(m) != 2 {
 		t.Fatalf("Register added %d factories, want 2", len(m))
 	}
 	for _, p := range []string{openai.ProviderOpenAI, openai.ProviderCompatible} {
 		d := deployment("http://localhost:1/v1", func(d *routing.Deployment) { d.Provider = p })
-		if a, err := m[p](d); err != nil || a == nil {
+		if a, err := m[p].New(d); err != nil || a == nil {
 			t.Errorf("registered factory for %s = %v, %v", p, a, err)
 		}
 		if a, err := openai.Factory(d); err != nil || a == nil {

@@ -80,11 +80,12 @@ func (f Failure) Error() *protocol.Error {
 	if ms, ok := RetryAfter(f.Header, time.Now()); ok && e.Retryable {
 		e.RetryAfterMs = ms.Milliseconds()
 	}
-	// x-should-retry overrides the status-based verdict in both directions, except for
-	// codes the contract fixes as never retryable.
-	if v := f.Header.Get("x-should-retry"); v != "" && code != protocol.CodeQuotaExhausted &&
-		code != protocol.CodeContentFiltered && code != protocol.CodeInvalidRequest {
-		e.Retryable = v == "true"
+	// x-should-retry: false lowers the status-based verdict; a hint never raises it for
+	// a code the table marks not retryable (spec/http-api.md, "Errors"), so "true" on a
+	// 401 cannot trigger a fallback.
+	if strings.EqualFold(strings.TrimSpace(f.Header.Get("x-should-retry")), "false") {
+		e.Retryable = false
+		e.RetryAfterMs = 0
 	}
 	return e
 }

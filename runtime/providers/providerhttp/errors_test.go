@@ -38,7 +38,10 @@ func TestFailureError(t *testing.T) {
 		{"529", Failure{Status: 529}, protocol.CodeProviderUnavailable, true, 0},
 		{"in-stream overload", Failure{Overloaded: true}, protocol.CodeProviderUnavailable, true, 0},
 		{"x-should-retry false", Failure{Status: 503, Header: hdr("x-should-retry", "false")}, protocol.CodeProviderUnavailable, false, 0},
-		{"x-should-retry true on 409", Failure{Status: 409, Header: hdr("x-should-retry", "true")}, protocol.CodeProviderRejected, true, 0},
+		// A hint never raises retryable above the code's table value.
+		{"x-should-retry true on 409", Failure{Status: 409, Header: hdr("x-should-retry", "true")}, protocol.CodeProviderRejected, false, 0},
+		{"x-should-retry true on 401", Failure{Status: 401, Header: hdr("x-should-retry", "true")}, protocol.CodeProviderRejected, false, 0},
+		{"x-should-retry false drops the hint", Failure{Status: 429, Header: hdr("x-should-retry", "false", "retry-after", "3")}, protocol.CodeRateLimited, false, 0},
 		{"refusal", Failure{Status: 400, ContentFiltered: true}, protocol.CodeContentFiltered, false, 0},
 	}
 	for _, tt := range tests {

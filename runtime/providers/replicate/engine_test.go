@@ -55,8 +55,8 @@ func TestThroughEngine(t *testing.T) {
 func newEngine(t *testing.T, f *fakeReplicate) *enginetest.Harness {
 	t.Helper()
 	return enginetest.NewHarness(t, engine.Config{
-		Adapters: map[string]engine.Factory{
-			Provider: func(d *routing.Deployment) (engine.Adapter, error) { return New(d, fast(f)...) },
+		Providers: map[string]engine.Provider{
+			Provider: {New: func(d *routing.Deployment) (engine.Adapter, error) { return New(d, fast(f)...) }},
 		},
 		CleanupGrace: 2 * time.Second,
 	}, *deployment(f.srv.URL))

@@ -41,7 +41,7 @@ const (
 )
 
 // Factory builds the adapter for a deployment with the default options; register it
-// under Provider in engine.Config.Adapters.
+// under Provider in engine.Config.Providers.
 func Factory(d *routing.Deployment) (engine.Adapter, error) { return New(d) }
 
 var _ engine.Factory = Factory
