@@ -19,7 +19,7 @@ func BenchmarkBuildTable10k(b *testing.B) {
 			withLabels("tier", []string{"standard", "premium"}[i%2]),
 			withCapabilities(v1alpha1.Capabilities{Tools: i%3 == 0}))
 	}
-	secret := newSecret("", "openai", map[string]string{"api-key": "sk"})
+	secret := newSecret("", map[string]string{"api-key": "sk"})
 	policies := make([]v1alpha1.CapabilityPolicy, 0, 100)
 	for i := range 50 {
 		ns := fmt.Sprintf("ns-%d", i)

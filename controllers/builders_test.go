@@ -70,12 +70,6 @@ func withSuspend() mdOption {
 	return func(md *v1alpha1.ModelDeployment) { md.Spec.Suspend = true }
 }
 
-func withRouting(priority, weight int32) mdOption {
-	return func(md *v1alpha1.ModelDeployment) {
-		md.Spec.Routing = &v1alpha1.Routing{Priority: priority, Weight: weight}
-	}
-}
-
 type policyOption func(*v1alpha1.CapabilityPolicy)
 
 func newPolicy(ns, name string, opts ...policyOption) *v1alpha1.CapabilityPolicy {
@@ -92,11 +86,33 @@ func withToolsDisabled() policyOption {
 
 func selecting(kv ...string) policyOption {
 	return func(p *v1alpha1.CapabilityPolicy) {
-		m := map[string]string{}
+		m := map[string]v1alpha1.LabelValue{}
 		for i := 0; i+1 < len(kv); i += 2 {
-			m[kv[i]] = kv[i+1]
+			m[kv[i]] = v1alpha1.LabelValue(kv[i+1])
 		}
-		p.Spec.Selector = &metav1.LabelSelector{MatchLabels: m}
+		p.Spec.Selector = &v1alpha1.LabelSelector{MatchLabels: m}
+	}
+}
+
+// selectingWhere sets a selector of one matchExpressions requirement.
+func selectingWhere(key string, op v1alpha1.LabelSelectorOperator, values ...v1alpha1.LabelValue) policyOption {
+	return func(p *v1alpha1.CapabilityPolicy) {
+		p.Spec.Selector = &v1alpha1.LabelSelector{MatchExpressions: []v1alpha1.LabelSelectorRequirement{
+			{Key: v1alpha1.LabelKey(key), Operator: op, Values: values}}}
+	}
+}
+
+func withAllowedParameters(names ...v1alpha1.ParameterName) mdOption {
+	return func(md *v1alpha1.ModelDeployment) { md.Spec.AllowedParameters = names }
+}
+
+// replicateImageModel makes md a valid replicate text-to-image deployment.
+func replicateImageModel() mdOption {
+	return func(md *v1alpha1.ModelDeployment) {
+		md.Spec.Provider = v1alpha1.ProviderReplicate
+		md.Spec.Model = "black-forest-labs/flux-schnell"
+		md.Spec.Capabilities = &v1alpha1.Capabilities{
+			Input: []v1alpha1.InputModality{"text"}, Output: []v1alpha1.OutputModality{"image"}}
 	}
 }
 
@@ -104,8 +120,9 @@ func withAllowedInputs(m ...v1alpha1.InputModality) policyOption {
 	return func(p *v1alpha1.CapabilityPolicy) { p.Spec.AllowedInputs = m }
 }
 
-func newSecret(ns, name string, data map[string]string) *corev1.Secret {
-	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Data: map[string][]byte{}}
+// newSecret builds the Secret "openai" that newMD references by default.
+func newSecret(ns string, data map[string]string) *corev1.Secret {
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "openai"}, Data: map[string][]byte{}}
 	for k, v := range data {
 		s.Data[k] = []byte(v)
 	}

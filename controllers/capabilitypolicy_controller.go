@@ -6,7 +6,6 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/labels"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -23,27 +22,26 @@ type CapabilityPolicyReconciler struct {
 	Client client.Client
 }
 
-// Reconcile counts the selected ModelDeployments and patches status when it changed.
+// Reconcile counts the governed ModelDeployments and patches status when it changed.
 func (r *CapabilityPolicyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	p := &v1alpha1.CapabilityPolicy{}
 	if err := r.Client.Get(ctx, req.NamespacedName, p); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
+	mds := &v1alpha1.ModelDeploymentList{}
+	if err := r.Client.List(ctx, mds, client.InNamespace(p.Namespace)); err != nil {
+		return ctrl.Result{}, fmt.Errorf("list modeldeployments in %s: %w", p.Namespace, err)
+	}
+	// The same rule as resolve: an invalid policy governs every model of its namespace.
+	sel, validity := policyValidity(p)
 	matched := 0
-	sel, selErr := policySelector(p)
-	if selErr == nil {
-		mds := &v1alpha1.ModelDeploymentList{}
-		if err := r.Client.List(ctx, mds, client.InNamespace(p.Namespace)); err != nil {
-			return ctrl.Result{}, fmt.Errorf("list modeldeployments in %s: %w", p.Namespace, err)
-		}
-		for i := range mds.Items {
-			if sel.Matches(labels.Set(mds.Items[i].Labels)) {
-				matched++
-			}
+	for i := range mds.Items {
+		if governs(sel, validity, &mds.Items[i]) {
+			matched++
 		}
 	}
 	before := p.DeepCopy()
-	setPolicyStatus(p, matched, selErr)
+	setPolicyStatus(p, matched, validity)
 	if equality.Semantic.DeepEqual(before.Status, p.Status) {
 		return ctrl.Result{}, nil
 	}

@@ -7,26 +7,23 @@ import (
 	"github.com/switchboard-dev/switchboard/api/v1alpha1"
 )
 
-// setPolicyStatus writes a CapabilityPolicy's status: how many ModelDeployments it selects
-// and whether it is enforced. A selector that cannot be parsed selects nothing.
-func setPolicyStatus(p *v1alpha1.CapabilityPolicy, matched int, selectorErr error) {
+// setPolicyStatus writes a CapabilityPolicy's status: how many ModelDeployments it
+// governs and whether it is enforced. validity is policyValidity's verdict: an invalid
+// policy is Ready=False (InvalidSelector or InvalidSpec) and governs every
+// ModelDeployment of its namespace, which matched then counts.
+func setPolicyStatus(p *v1alpha1.CapabilityPolicy, matched int, validity check) {
 	p.Status.ObservedGeneration = p.Generation
 	p.Status.MatchedDeployments = int32(matched)
 	c := metav1.Condition{
 		Type:               v1alpha1.ConditionReady,
 		Status:             metav1.ConditionTrue,
-		Reason:             v1alpha1.ReasonEnforced,
-		Message:            "Applied to the selected ModelDeployments",
+		Reason:             validity.reason,
+		Message:            validity.message,
 		ObservedGeneration: p.Generation,
 	}
-	if selectorErr != nil {
+	if !validity.ok {
 		c.Status = metav1.ConditionFalse
-		c.Reason = v1alpha1.ReasonInvalidSelector
-		c.Message = "spec.selector is invalid: " + selectorErr.Error()
-	} else if err := p.Spec.Validate(); err != nil {
-		c.Status = metav1.ConditionFalse
-		c.Reason = v1alpha1.ReasonInvalidSpec
-		c.Message = err.Error()
+		c.Message += "; every ModelDeployment of the namespace is kept out of routing until the policy is fixed or deleted"
 	}
 	meta.SetStatusCondition(&p.Status.Conditions, c)
 }

@@ -35,7 +35,7 @@ func kubectl(args ...string) string {
 var _ = Describe("kubectl", func() {
 	It("prints the ModelDeployment columns with their values", func() {
 		ns := newNamespace()
-		Expect(k8s.Create(suiteCtx, newSecret(ns, "openai", map[string]string{"api-key": "sk"}))).To(Succeed())
+		Expect(k8s.Create(suiteCtx, newSecret(ns, map[string]string{"api-key": "sk"}))).To(Succeed())
 		md := newMD(ns, "vision", withCapabilities(v1alpha1.Capabilities{
 			Input: []v1alpha1.InputModality{"text", "json", "image"}, Tools: true}))
 		Expect(k8s.Create(suiteCtx, md)).To(Succeed())

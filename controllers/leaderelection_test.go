@@ -85,7 +85,7 @@ var _ = Describe("Two replicas with leader election", func() {
 		DeferCleanup(stop)
 		a, b := startReplica(ctx), startReplica(ctx)
 
-		Expect(k8s.Create(suiteCtx, newSecret(ns, "openai", map[string]string{"api-key": "sk-shared"}))).To(Succeed())
+		Expect(k8s.Create(suiteCtx, newSecret(ns, map[string]string{"api-key": "sk-shared"}))).To(Succeed())
 		names := []string{"one", "two", "three"}
 		for _, n := range names {
 			Expect(k8s.Create(suiteCtx, newMD(ns, n))).To(Succeed())

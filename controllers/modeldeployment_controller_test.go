@@ -50,10 +50,10 @@ func inTable(md *v1alpha1.ModelDeployment) bool {
 }
 
 // eligible lists the deployments of namespace ns that the live table returns for a
-// request of ability with the given required set. The table is shared by every spec, so
+// "chat" request with the given required set. The table is shared by every spec, so
 // the query asks for every eligible deployment and keeps those of ns.
-func eligible(ns, ability string, required routing.CapSet) []routing.Ref {
-	route, err := holder.Load().Route(routing.Query{Ability: ability, Required: required,
+func eligible(ns string, required routing.CapSet) []routing.Ref {
+	route, err := holder.Load().Route(routing.Query{Ability: "chat", Required: required,
 		Deadline: time.Minute, MaxAttempts: holder.Load().Len()})
 	if err != nil {
 		return nil
@@ -72,7 +72,7 @@ var _ = Describe("ModelDeployment controller", func() {
 	BeforeEach(func() { ns = newNamespace() })
 
 	It("makes a valid ModelDeployment with its Secret Ready and routable", func() {
-		Expect(k8s.Create(suiteCtx, newSecret(ns, "openai", map[string]string{"api-key": "sk-test-1"}))).To(Succeed())
+		Expect(k8s.Create(suiteCtx, newSecret(ns, map[string]string{"api-key": "sk-test-1"}))).To(Succeed())
 		md := newMD(ns, "gpt", withLabels("tier", "standard"))
 		Expect(k8s.Create(suiteCtx, md)).To(Succeed())
 
@@ -98,7 +98,7 @@ var _ = Describe("ModelDeployment controller", func() {
 		Expect(d.Provider).To(Equal("openai"))
 		Expect(d.Model).To(Equal("gpt-4o-mini"))
 		Expect(d.Credential.Reveal()).To(Equal("sk-test-1"))
-		Expect(eligible(ns, "chat", routing.CapsOf(protocol.CapInputText))).To(ContainElement(refOf(md)))
+		Expect(eligible(ns, routing.CapsOf(protocol.CapInputText))).To(ContainElement(refOf(md)))
 	})
 
 	It("reports an unresolved Secret and becomes Ready once the Secret appears, without touching the ModelDeployment", func() {
@@ -115,7 +115,7 @@ var _ = Describe("ModelDeployment controller", func() {
 		Consistently(func() bool { return inTable(md) }, "300ms").Should(BeFalse())
 		generation := fetch(Default, md).Generation
 
-		secret := newSecret(ns, "openai", map[string]string{"other": "x"})
+		secret := newSecret(ns, map[string]string{"other": "x"})
 		Expect(k8s.Create(suiteCtx, secret)).To(Succeed())
 		Eventually(func(g Gomega) {
 			g.Expect(condition(fetch(g, md), v1alpha1.ConditionCredentialsResolved).Reason).To(Equal(v1alpha1.ReasonKeyNotFound))
@@ -140,7 +140,7 @@ var _ = Describe("ModelDeployment controller", func() {
 	})
 
 	It("picks up a rotated Secret within 5 s", func() {
-		secret := newSecret(ns, "openai", map[string]string{"api-key": "sk-old"})
+		secret := newSecret(ns, map[string]string{"api-key": "sk-old"})
 		Expect(k8s.Create(suiteCtx, secret)).To(Succeed())
 		md := newMD(ns, "gpt")
 		Expect(k8s.Create(suiteCtx, md)).To(Succeed())
@@ -162,14 +162,14 @@ var _ = Describe("ModelDeployment controller", func() {
 	})
 
 	It("applies a tools-disabling CapabilityPolicy to the models it selects only, until it is deleted", func() {
-		Expect(k8s.Create(suiteCtx, newSecret(ns, "openai", map[string]string{"api-key": "sk"}))).To(Succeed())
+		Expect(k8s.Create(suiteCtx, newSecret(ns, map[string]string{"api-key": "sk"}))).To(Succeed())
 		tools := v1alpha1.Capabilities{Tools: true}
 		governed := newMD(ns, "standard", withLabels("tier", "standard"), withCapabilities(tools))
 		free := newMD(ns, "premium", withLabels("tier", "premium"), withCapabilities(tools))
 		Expect(k8s.Create(suiteCtx, governed)).To(Succeed())
 		Expect(k8s.Create(suiteCtx, free)).To(Succeed())
 		toolRequest := routing.Required(nil, []protocol.Part{{Type: protocol.PartText}, {Type: protocol.PartTool}})
-		Eventually(func() []routing.Ref { return eligible(ns, "chat", toolRequest) }).
+		Eventually(func() []routing.Ref { return eligible(ns, toolRequest) }).
 			Should(ConsistOf(refOf(governed), refOf(free)))
 
 		policy := newPolicy(ns, "strict-tools", withToolsDisabled(), selecting("tier", "standard"))
@@ -179,10 +179,10 @@ var _ = Describe("ModelDeployment controller", func() {
 			g.Expect(got.Status.EffectiveCapabilities.Tools).To(BeFalse())
 			g.Expect(got.Status.Policies).To(Equal([]string{"strict-tools"}))
 			g.Expect(fetch(g, free).Status.EffectiveCapabilities.Tools).To(BeTrue())
-			g.Expect(eligible(ns, "chat", toolRequest)).To(ConsistOf(refOf(free)))
+			g.Expect(eligible(ns, toolRequest)).To(ConsistOf(refOf(free)))
 		}).Should(Succeed())
 		// Without tool parts the governed model still serves.
-		Expect(eligible(ns, "chat", routing.CapsOf(protocol.CapInputText))).To(ContainElement(refOf(governed)))
+		Expect(eligible(ns, routing.CapsOf(protocol.CapInputText))).To(ContainElement(refOf(governed)))
 		Eventually(func(g Gomega) {
 			got := &v1alpha1.CapabilityPolicy{}
 			g.Expect(k8s.Get(suiteCtx, client.ObjectKeyFromObject(policy), got)).To(Succeed())
@@ -195,12 +195,12 @@ var _ = Describe("ModelDeployment controller", func() {
 			got := fetch(g, governed)
 			g.Expect(got.Status.EffectiveCapabilities.Tools).To(BeTrue())
 			g.Expect(got.Status.Policies).To(BeEmpty())
-			g.Expect(eligible(ns, "chat", toolRequest)).To(ConsistOf(refOf(governed), refOf(free)))
+			g.Expect(eligible(ns, toolRequest)).To(ConsistOf(refOf(governed), refOf(free)))
 		}).Should(Succeed())
 	})
 
 	It("denies a model whose declared inputs a policy disallows entirely", func() {
-		Expect(k8s.Create(suiteCtx, newSecret(ns, "openai", map[string]string{"api-key": "sk"}))).To(Succeed())
+		Expect(k8s.Create(suiteCtx, newSecret(ns, map[string]string{"api-key": "sk"}))).To(Succeed())
 		md := newMD(ns, "vision", withCapabilities(v1alpha1.Capabilities{Input: []v1alpha1.InputModality{"image"}}))
 		Expect(k8s.Create(suiteCtx, md)).To(Succeed())
 		Eventually(func() bool { return inTable(md) }).Should(BeTrue())
@@ -212,7 +212,7 @@ var _ = Describe("ModelDeployment controller", func() {
 	})
 
 	It("removes a suspended model from the table, and a deleted one", func() {
-		Expect(k8s.Create(suiteCtx, newSecret(ns, "openai", map[string]string{"api-key": "sk"}))).To(Succeed())
+		Expect(k8s.Create(suiteCtx, newSecret(ns, map[string]string{"api-key": "sk"}))).To(Succeed())
 		md := newMD(ns, "gpt")
 		Expect(k8s.Create(suiteCtx, md)).To(Succeed())
 		Eventually(func() bool { return inTable(md) }).Should(BeTrue())
@@ -237,7 +237,7 @@ var _ = Describe("ModelDeployment controller", func() {
 
 	It("never writes a credential into status, conditions, Events or logs", func() {
 		const canary = "CANARY-sk-5f0c1e9d"
-		secret := newSecret(ns, "openai", map[string]string{"api-key": canary})
+		secret := newSecret(ns, map[string]string{"api-key": canary})
 		Expect(k8s.Create(suiteCtx, secret)).To(Succeed())
 		md := newMD(ns, "gpt")
 		wrongKey := newMD(ns, "wrong-key", withSecret("openai", "missing"))

@@ -73,24 +73,43 @@ func credentialsVersion(s *corev1.Secret) string {
 	return hex.EncodeToString(sum[:4])
 }
 
-// selects reports whether policy p governs md. A policy whose selector cannot be parsed
-// selects nothing (its own status says so).
-func selects(p *v1alpha1.CapabilityPolicy, md *v1alpha1.ModelDeployment) bool {
-	if p.Namespace != md.Namespace {
-		return false
+// policyValidity checks a CapabilityPolicy with the Go mirror of its CRD rules and
+// evaluates its selector. The API server refuses invalid policies, but one may exist
+// anyway (written before a rule existed, or restored from a backup); it then governs
+// every ModelDeployment of its namespace (see governs). On success it returns the parsed
+// selector and the Ready=True check.
+func policyValidity(p *v1alpha1.CapabilityPolicy) (labels.Selector, check) {
+	invalidSelector := func(err error) check {
+		return check{reason: v1alpha1.ReasonInvalidSelector, message: "spec.selector cannot be evaluated: " + err.Error()}
+	}
+	if err := p.Spec.Validate(); err != nil { // the whole spec, selector included
+		if selErr := p.Spec.Selector.Validate(); selErr != nil {
+			return nil, invalidSelector(selErr)
+		}
+		return nil, check{reason: v1alpha1.ReasonInvalidSpec, message: err.Error()}
 	}
 	sel, err := policySelector(p)
 	if err != nil {
-		return false
+		return nil, invalidSelector(err)
 	}
-	return sel.Matches(labels.Set(md.Labels))
+	return sel, check{ok: true, reason: v1alpha1.ReasonEnforced, message: "Applied to the selected ModelDeployments"}
 }
 
+// governs reports whether a policy of md's namespace, with sel and valid from
+// policyValidity, applies to md: its selector matches md's labels, or it is invalid.
+// Policies fail closed: an invalid policy never silently stops applying
+// (spec/capabilitypolicies.md, "Fail closed").
+func governs(sel labels.Selector, valid check, md *v1alpha1.ModelDeployment) bool {
+	return !valid.ok || sel.Matches(labels.Set(md.Labels))
+}
+
+// policySelector converts the policy's selector with metav1.LabelSelectorAsSelector. An
+// omitted selector selects everything.
 func policySelector(p *v1alpha1.CapabilityPolicy) (labels.Selector, error) {
 	if p.Spec.Selector == nil {
 		return labels.Everything(), nil
 	}
-	return metav1.LabelSelectorAsSelector(p.Spec.Selector)
+	return metav1.LabelSelectorAsSelector(p.Spec.Selector.AsLabelSelector())
 }
 
 // resolution is everything derived from one ModelDeployment, its Secret and the policies
@@ -99,7 +118,8 @@ type resolution struct {
 	credential credentialState
 	declared   v1alpha1.EffectiveCapabilities // declared, with provider defaults
 	effective  v1alpha1.EffectiveCapabilities // declared ∩ policies
-	policies   []string                       // names of selecting policies, sorted
+	policies   []string                       // names of governing policies, sorted
+	invalid    []string                       // names of governing policies that are invalid, sorted
 	limits     routing.Limits
 	// routable is the first failing routability check (or Declared).
 	routable check
@@ -122,17 +142,28 @@ func resolve(md *v1alpha1.ModelDeployment, secret *corev1.Secret, policies []v1a
 	res.effective = res.declared
 	for i := range policies {
 		p := &policies[i]
-		if !selects(p, md) {
+		if p.Namespace != md.Namespace {
+			continue
+		}
+		sel, valid := policyValidity(p)
+		if !governs(sel, valid, md) {
 			continue
 		}
 		res.policies = append(res.policies, p.Name)
+		if !valid.ok {
+			// Its rules cannot be trusted, so none is applied; checkPolicyValid keeps
+			// md out of routing instead.
+			res.invalid = append(res.invalid, p.Name)
+			continue
+		}
 		res.effective = narrow(res.effective, p.Spec)
 		res.limits = tighten(res.limits, p.Spec)
 	}
 	sort.Strings(res.policies)
+	sort.Strings(res.invalid)
 
 	res.routable = firstFailing(md, &res,
-		checkSuspended, checkAbilities, checkSpec, checkCredentials, checkPolicies)
+		checkSuspended, checkAbilities, checkSpec, checkPolicyValid, checkCredentials, checkPolicies)
 	if !res.routable.ok {
 		return res
 	}
@@ -150,6 +181,9 @@ func resolve(md *v1alpha1.ModelDeployment, secret *corev1.Secret, policies []v1a
 	}
 	for _, a := range md.Spec.Abilities {
 		d.Abilities = append(d.Abilities, string(a))
+	}
+	for _, name := range md.Spec.AllowedParameters {
+		d.Parameters = append(d.Parameters, string(name))
 	}
 	if r := md.Spec.Routing; r != nil {
 		d.Priority = r.Priority
@@ -185,11 +219,27 @@ func checkSuspended(md *v1alpha1.ModelDeployment, _ *resolution) check {
 	return check{ok: true}
 }
 
+// checkSpec runs the Go mirror of the CRD rules. Its messages never repeat the endpoint
+// or the model id, which may hold a secret; they reach status, Events and logs.
 func checkSpec(md *v1alpha1.ModelDeployment, _ *resolution) check {
 	if err := md.Spec.Validate(); err != nil {
 		return check{reason: v1alpha1.ReasonInvalidSpec, message: err.Error()}
 	}
 	return check{ok: true}
+}
+
+// checkPolicyValid keeps md out of routing while an invalid policy of its namespace
+// exists. The message names the policies, never their values.
+func checkPolicyValid(_ *v1alpha1.ModelDeployment, res *resolution) check {
+	if len(res.invalid) == 0 {
+		return check{ok: true}
+	}
+	what := "CapabilityPolicy " + res.invalid[0] + " is"
+	if len(res.invalid) > 1 {
+		what = "CapabilityPolicies " + strings.Join(res.invalid, ", ") + " are"
+	}
+	return check{reason: v1alpha1.ReasonPolicyInvalid, message: what +
+		" invalid (see the Ready condition); no ModelDeployment of this namespace is routed until the policy is fixed or deleted"}
 }
 
 func checkCredentials(_ *v1alpha1.ModelDeployment, res *resolution) check {

@@ -7,14 +7,17 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
@@ -32,6 +35,11 @@ type Manifests struct {
 	Deployments []v1alpha1.ModelDeployment
 	Policies    []v1alpha1.CapabilityPolicy
 	Secrets     []corev1.Secret
+
+	// revisions counts, per Secret namespace/name, the changes seen across reloads: the
+	// standalone stand-in for a resourceVersion. Apply fills it from the previous load;
+	// entries of removed Secrets are kept, so a Secret that comes back counts as changed.
+	revisions map[string]uint64
 }
 
 // typeMeta is read first to pick the kind of a document.
@@ -160,7 +168,7 @@ func (m *Manifests) add(doc []byte) (string, error) {
 		s := corev1.Secret{}
 		// Secret errors are generic on purpose: a decoder error could quote a value.
 		if err := yaml.UnmarshalStrict(doc, &s); err != nil {
-			return "", errors.New("Secret is malformed (data values must be base64; use stringData for plain text)")
+			return "", errors.New("malformed Secret (data values must be base64; use stringData for plain text)")
 		}
 		if err := validateMeta(s.Name, &s.Namespace); err != nil {
 			return "", err
@@ -204,6 +212,7 @@ func validateMeta(name string, namespace *string) error {
 // registry hold exactly those that are routable. It returns the per-deployment outcome
 // for logging.
 func (m *Manifests) Apply(registry *routing.Registry, previous *Manifests) []Outcome {
+	m.countRevisions(previous)
 	secrets := map[string]*corev1.Secret{}
 	for i := range m.Secrets {
 		s := &m.Secrets[i]
@@ -215,14 +224,13 @@ func (m *Manifests) Apply(registry *routing.Registry, previous *Manifests) []Out
 		md := &m.Deployments[i]
 		var secret *corev1.Secret
 		if c := md.Spec.Credentials; c != nil {
-			secret = secrets[md.Namespace+"/"+c.SecretRef.Name]
-			if secret != nil {
-				// Files have no uid or resourceVersion: version the content instead, so a
-				// rotation still changes credentialsVersion. Only a hash leaves here.
-				sum := sha256.Sum256(secret.Data[c.SecretRef.Key])
+			key := md.Namespace + "/" + c.SecretRef.Name
+			if secret = secrets[key]; secret != nil {
+				// Files have no uid or resourceVersion: the Secret's identity and its change
+				// counter stand in for them, so a rotation changes credentialsVersion while
+				// the version never derives from the content.
 				secret = secret.DeepCopy()
-				secret.UID = "file"
-				secret.ResourceVersion = fmt.Sprintf("%x", sum[:8])
+				secret.UID, secret.ResourceVersion = fileSecretIdentity(key, m.revisions[key])
 			}
 		}
 		res := resolve(md, secret, m.Policies)
@@ -240,6 +248,36 @@ func (m *Manifests) Apply(registry *routing.Registry, previous *Manifests) []Out
 		}
 	}
 	return outcomes
+}
+
+// countRevisions carries the Secret change counters over from previous (nil at the first
+// load) and increments the counter of every Secret whose data differs from previous, or
+// that previous did not hold. The comparison stays in memory; only the counter leaves.
+func (m *Manifests) countRevisions(previous *Manifests) {
+	m.revisions = map[string]uint64{}
+	old := map[string]*corev1.Secret{}
+	if previous != nil {
+		maps.Copy(m.revisions, previous.revisions)
+		for i := range previous.Secrets {
+			s := &previous.Secrets[i]
+			old[s.Namespace+"/"+s.Name] = s
+		}
+	}
+	for i := range m.Secrets {
+		s := &m.Secrets[i]
+		key := s.Namespace + "/" + s.Name
+		prev, seen := old[key]
+		if previous == nil || (seen && maps.EqualFunc(prev.Data, s.Data, bytes.Equal)) {
+			continue
+		}
+		m.revisions[key]++
+	}
+}
+
+// fileSecretIdentity is the uid and resourceVersion standing in for a Secret read from a
+// file: its namespace/name and its change counter. credentialsVersion hashes them.
+func fileSecretIdentity(namespacedName string, revision uint64) (types.UID, string) {
+	return types.UID("file:" + namespacedName), strconv.FormatUint(revision, 10)
 }
 
 // Outcome is what happened to one ModelDeployment in standalone mode: the standalone

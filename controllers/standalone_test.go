@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/go-logr/logr/funcr"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/switchboard-dev/switchboard/runtime/protocol"
 	"github.com/switchboard-dev/switchboard/runtime/routing"
@@ -88,11 +90,11 @@ func TestLoadManifestsRejectsBadDocuments(t *testing.T) {
 		want    string
 	}{
 		"cel rule":       {strings.Replace(valid, "allowInsecureEndpoint: true", "allowInsecureEndpoint: false", 1), "endpoint must use https unless allowInsecureEndpoint is true"},
-		"unknown field":  {strings.Replace(valid, "model: llama", "model: llama\n  modle: typo", 1), "unknown field"},
+		"unknown field":  {strings.Replace(valid, "model: llama", "model: llama\n  unknownField: typo", 1), "unknown field"},
 		"unknown kind":   {"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n", `unsupported kind "ConfigMap"`},
 		"bad name":       {strings.Replace(valid, "name: gpt,", "name: GPT,", 1), "metadata.name"},
 		"duplicate":      {valid + "---\n" + valid[strings.Index(valid, "apiVersion: ai"):], "also defined"},
-		"bad base64":     {"apiVersion: v1\nkind: Secret\nmetadata: {name: s}\ndata: {k: " + standaloneCanary + "}\n", "Secret is malformed"},
+		"bad base64":     {"apiVersion: v1\nkind: Secret\nmetadata: {name: s}\ndata: {k: " + standaloneCanary + "}\n", "malformed Secret"},
 		"not yaml":       {"{{{", "not valid YAML"},
 		"replicate caps": {strings.Replace(valid, "provider: openai\n", "provider: replicate\n", 1), "provider replicate must declare"},
 	}
@@ -172,4 +174,100 @@ func TestWatchManifestsAppliesEditsAndKeepsTheLastGoodTable(t *testing.T) {
 	os.Remove(filepath.Join(dir, "broken.yaml"))
 	os.Remove(filepath.Join(dir, "models.yaml"))
 	waitFor("removal", func(tb *routing.Table) bool { return tb.Len() == 0 })
+}
+
+// In standalone mode credentialsVersion comes from the Secret's namespace/name and a
+// change counter kept across reloads: an unchanged Secret keeps its version, a changed
+// one gets a new version, and the version is no function of the content.
+func TestStandaloneCredentialsVersionCountsChanges(t *testing.T) {
+	secret := func(value string) string {
+		return "apiVersion: v1\nkind: Secret\nmetadata: {name: openai, namespace: ai}\nstringData: {api-key: " + value + "}\n"
+	}
+	const model = `apiVersion: ai.switchboard.dev/v1alpha1
+kind: ModelDeployment
+metadata: {name: gpt, namespace: ai}
+spec:
+  provider: openai
+  model: gpt-4o-mini
+  credentials: {secretRef: {name: openai, key: api-key}}
+  abilities: [chat]
+`
+	const unrelated = "apiVersion: v1\nkind: Secret\nmetadata: {name: unrelated, namespace: ai}\nstringData: {k: "
+	load := func(docs ...string) *Manifests {
+		t.Helper()
+		dir := t.TempDir()
+		writeFile(t, dir, "m.yaml", strings.Join(append(docs, model), "---\n"))
+		m, err := LoadManifests(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	version := func(m, previous *Manifests) string {
+		t.Helper()
+		h := &routing.Holder{}
+		reg := routing.NewRegistry(h)
+		m.Apply(reg, previous)
+		reg.Start()
+		d, ok := h.Load().Get(routing.Ref{Namespace: "ai", Name: "gpt"})
+		if !ok {
+			return ""
+		}
+		return d.CredentialsVersion
+	}
+	counterVersion := func(revision uint64) string {
+		uid, rv := fileSecretIdentity("ai/openai", revision)
+		return credentialsVersion(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{UID: uid, ResourceVersion: rv}})
+	}
+
+	m0 := load(secret("sk-A"), unrelated+"1}\n")
+	v0 := version(m0, nil)
+	if v0 != counterVersion(0) {
+		t.Fatalf("first version = %q, want the counter-0 version %q", v0, counterVersion(0))
+	}
+	m1 := load(secret("sk-A"), unrelated+"2}\n") // only another Secret changed
+	if v := version(m1, m0); v != v0 {
+		t.Errorf("unchanged Secret: version %q, want %q kept", v, v0)
+	}
+	m2 := load(secret("sk-B"), unrelated+"2}\n")
+	v2 := version(m2, m1)
+	if v2 == v0 || v2 != counterVersion(1) {
+		t.Errorf("changed Secret: version %q, want the counter-1 version %q", v2, counterVersion(1))
+	}
+	m3 := load(secret("sk-A")) // the first content again, at another counter
+	if v := version(m3, m2); v == v0 || v != counterVersion(2) {
+		t.Errorf("same content at another counter: version %q, want the counter-2 version %q (not %q)", v, counterVersion(2), v0)
+	}
+	m4 := load() // the Secret disappears, then comes back: a change too
+	if v := version(m4, m3); v != "" {
+		t.Errorf("model routed without its Secret (version %q)", v)
+	}
+	if v := version(load(secret("sk-A")), m4); v != counterVersion(3) {
+		t.Errorf("Secret back after a removal: version %q, want the counter-3 version %q", v, counterVersion(3))
+	}
+	// Different content at the same counter: the same version.
+	if v := version(load(secret("sk-B")), nil); v != v0 {
+		t.Errorf("different content, same counter: version %q, want %q", v, v0)
+	}
+}
+
+// The samples under config/samples pass the Go mirror of the CRD rules (the API server
+// runs the same rules on them in a cluster).
+func TestSamplesAreValid(t *testing.T) {
+	files, _ := filepath.Glob(filepath.Join("..", "config", "samples", "ai_*.yaml"))
+	standalone, _ := filepath.Glob(filepath.Join("..", "config", "samples", "standalone", "*.yaml"))
+	if len(files) == 0 || len(standalone) == 0 {
+		t.Fatal("no samples found")
+	}
+	for _, f := range append(files, standalone...) {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dir := t.TempDir()
+		writeFile(t, dir, filepath.Base(f), string(data))
+		if _, err := LoadManifests(dir); err != nil {
+			t.Errorf("%s: %v", f, err)
+		}
+	}
 }

@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -17,7 +18,7 @@ import (
 // Pure tests of resolve and the set<Condition> functions, without an API server.
 
 func TestResolveConditions(t *testing.T) {
-	secret := newSecret("ai", "openai", map[string]string{"api-key": "sk", "blank": " "})
+	secret := newSecret("ai", map[string]string{"api-key": "sk", "blank": " "})
 	secret.UID, secret.ResourceVersion = types.UID("uid-1"), "7"
 	tests := []struct {
 		name        string
@@ -95,7 +96,7 @@ func TestResolveCombinesPoliciesMostRestrictively(t *testing.T) {
 		*newPolicy("ai", "a-tools", withToolsDisabled(), selecting("tier", "standard"), withAllowedInputs("text", "image"), attempts(2), deadline(120000)),
 		*newPolicy("ai", "unselected", selecting("tier", "premium"), withAllowedInputs("json")),
 	}
-	res := resolve(md, newSecret("ai", "openai", map[string]string{"api-key": "sk"}), policies)
+	res := resolve(md, newSecret("ai", map[string]string{"api-key": "sk"}), policies)
 
 	want := v1alpha1.EffectiveCapabilities{Input: []v1alpha1.InputModality{"text", "image"},
 		Output: []v1alpha1.OutputModality{"text"}, Streaming: true}
@@ -116,7 +117,7 @@ func TestResolveCombinesPoliciesMostRestrictively(t *testing.T) {
 }
 
 func TestCredentialsVersionTracksRevisionNotContent(t *testing.T) {
-	s := newSecret("ai", "openai", map[string]string{"api-key": "sk-1"})
+	s := newSecret("ai", map[string]string{"api-key": "sk-1"})
 	s.UID, s.ResourceVersion = "uid", "1"
 	v1 := credentialsVersion(s)
 	s.Data["api-key"] = []byte("sk-2")
@@ -132,18 +133,46 @@ func TestCredentialsVersionTracksRevisionNotContent(t *testing.T) {
 func TestPolicyStatus(t *testing.T) {
 	p := newPolicy("ai", "p", withToolsDisabled())
 	p.Generation = 4
-	setPolicyStatus(p, 3, nil)
+	_, valid := policyValidity(p)
+	setPolicyStatus(p, 3, valid)
 	c := meta.FindStatusCondition(p.Status.Conditions, v1alpha1.ConditionReady)
-	if p.Status.MatchedDeployments != 3 || p.Status.ObservedGeneration != 4 || c.Reason != v1alpha1.ReasonEnforced {
+	if p.Status.MatchedDeployments != 3 || p.Status.ObservedGeneration != 4 || c.Status != metav1.ConditionTrue ||
+		c.Reason != v1alpha1.ReasonEnforced {
 		t.Errorf("status = %+v", p.Status)
 	}
-	p.Spec.Selector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "a", Operator: "Bogus"}}}
-	_, err := policySelector(p)
-	setPolicyStatus(p, 0, err)
-	if c := meta.FindStatusCondition(p.Status.Conditions, v1alpha1.ConditionReady); c.Reason != v1alpha1.ReasonInvalidSelector {
-		t.Errorf("Ready reason = %s, want InvalidSelector", c.Reason)
+
+	// Written before the CRD's enum existed: the selector cannot be evaluated.
+	selectingWhere("tier", "Bogus", "standard")(p)
+	_, valid = policyValidity(p)
+	setPolicyStatus(p, 0, valid)
+	c = meta.FindStatusCondition(p.Status.Conditions, v1alpha1.ConditionReady)
+	if c.Status != metav1.ConditionFalse || c.Reason != v1alpha1.ReasonInvalidSelector {
+		t.Errorf("Ready = %s/%s, want False/InvalidSelector", c.Status, c.Reason)
 	}
-	if selects(p, newMD("ai", "m")) {
-		t.Error("a policy with an invalid selector selects models")
+	if !strings.Contains(c.Message, "spec.selector.matchExpressions[0].operator") {
+		t.Errorf("Ready message does not name the field: %q", c.Message)
+	}
+
+	// A valid selector with a spec the Go validator refuses.
+	p = newPolicy("ai", "p", func(p *v1alpha1.CapabilityPolicy) { p.Spec.Tools = "Sometimes" })
+	_, valid = policyValidity(p)
+	setPolicyStatus(p, 0, valid)
+	if c := meta.FindStatusCondition(p.Status.Conditions, v1alpha1.ConditionReady); c.Status != metav1.ConditionFalse ||
+		c.Reason != v1alpha1.ReasonInvalidSpec {
+		t.Errorf("Ready = %s/%s, want False/InvalidSpec", c.Status, c.Reason)
+	}
+}
+
+func TestResolveCopiesAllowedParameters(t *testing.T) {
+	md := newMD("ai", "flux", replicateImageModel(), withAllowedParameters("aspect_ratio", "seed"))
+	res := resolve(md, newSecret("ai", map[string]string{"api-key": "r8"}), nil)
+	if res.deployment == nil {
+		t.Fatalf("not routable: %+v", res.routable)
+	}
+	if diff := cmp.Diff([]string{"aspect_ratio", "seed"}, res.deployment.Parameters); diff != "" {
+		t.Errorf("Parameters (-want +got):\n%s", diff)
+	}
+	if d := resolve(newMD("ai", "flux", replicateImageModel()), newSecret("ai", map[string]string{"api-key": "r8"}), nil).deployment; len(d.Parameters) != 0 {
+		t.Errorf("Parameters = %v without allowedParameters, want none", d.Parameters)
 	}
 }

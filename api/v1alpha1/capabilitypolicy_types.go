@@ -25,10 +25,13 @@ type ExtensionPattern string
 
 // CapabilityPolicySpec restricts what the selected models may do.
 type CapabilityPolicySpec struct {
-	// selector selects the ModelDeployments of this namespace the policy governs. Empty
-	// or omitted selects all of them.
+	// selector selects the ModelDeployments of this namespace the policy governs, by
+	// label (matchLabels and matchExpressions, as in a Kubernetes label selector). Empty
+	// or omitted selects all of them. A selector that cannot be evaluated is rejected; if
+	// one exists anyway, the policy governs every ModelDeployment of its namespace and
+	// keeps them out of routing until it is fixed (policies fail closed).
 	// +optional
-	Selector *metav1.LabelSelector `json:"selector,omitempty"`
+	Selector *LabelSelector `json:"selector,omitempty"`
 
 	// tools is Allowed (default) or Disabled. Disabled turns tool calling off for every
 	// selected model; no request part, extension or routing hint can turn it back on.
@@ -75,11 +78,14 @@ type CapabilityPolicyStatus struct {
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
-	// matchedDeployments counts the ModelDeployments the policy selects.
+	// matchedDeployments counts the ModelDeployments the policy governs: those it
+	// selects, or every one of its namespace while the policy is invalid.
 	// +optional
 	MatchedDeployments int32 `json:"matchedDeployments"`
 
-	// conditions holds Ready: True/Enforced while the policy is applied.
+	// conditions holds Ready: True/Enforced while the policy is applied; False/
+	// InvalidSelector or False/InvalidSpec while it is invalid (and keeps the models of
+	// its namespace out of routing).
 	// +optional
 	// +listType=map
 	// +listMapKey=type

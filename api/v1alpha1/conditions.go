@@ -14,21 +14,37 @@ const (
 
 // Reasons of CredentialsResolved.
 const (
-	ReasonResolved       = "Resolved"
+	// ReasonResolved: the referenced Secret key holds a value (or no credentials are
+	// configured).
+	ReasonResolved = "Resolved"
+	// ReasonSecretNotFound: the referenced Secret does not exist.
 	ReasonSecretNotFound = "SecretNotFound"
-	ReasonKeyNotFound    = "KeyNotFound"
-	ReasonKeyEmpty       = "KeyEmpty"
+	// ReasonKeyNotFound: the Secret exists but has no such key.
+	ReasonKeyNotFound = "KeyNotFound"
+	// ReasonKeyEmpty: the Secret key holds only whitespace.
+	ReasonKeyEmpty = "KeyEmpty"
 )
 
 // Reasons of Routable. Ready=False repeats the reason that keeps the model out of the
 // table.
 const (
-	ReasonDeclared              = "Declared"
-	ReasonSuspended             = "Suspended"
+	// ReasonDeclared: routable with the declared capabilities (declared, not verified).
+	ReasonDeclared = "Declared"
+	// ReasonSuspended: spec.suspend is true.
+	ReasonSuspended = "Suspended"
+	// ReasonCredentialsUnresolved: CredentialsResolved is False.
 	ReasonCredentialsUnresolved = "CredentialsUnresolved"
-	ReasonNoAbilities           = "NoAbilities"
-	ReasonPolicyDenied          = "PolicyDenied"
-	ReasonInvalidSpec           = "InvalidSpec"
+	// ReasonNoAbilities: spec.abilities is empty.
+	ReasonNoAbilities = "NoAbilities"
+	// ReasonPolicyDenied: the selecting policies leave no input or no output modality.
+	ReasonPolicyDenied = "PolicyDenied"
+	// ReasonPolicyInvalid: a CapabilityPolicy of the namespace is invalid. An invalid
+	// policy governs every ModelDeployment of its namespace and keeps each out of the
+	// routing table until it is fixed or deleted: policies fail closed.
+	ReasonPolicyInvalid = "PolicyInvalid"
+	// ReasonInvalidSpec: the spec fails validation (also a CapabilityPolicy Ready reason
+	// for a spec problem outside its selector).
+	ReasonInvalidSpec = "InvalidSpec"
 )
 
 // Reasons of Ready.
@@ -37,7 +53,8 @@ const (
 	ReasonRouted = "Routed"
 	// ReasonEnforced: the CapabilityPolicy is applied to the models it selects.
 	ReasonEnforced = "Enforced"
-	// ReasonInvalidSelector: the CapabilityPolicy's selector cannot be evaluated.
+	// ReasonInvalidSelector: the CapabilityPolicy's selector cannot be evaluated; the
+	// policy governs every ModelDeployment of its namespace (PolicyInvalid).
 	ReasonInvalidSelector = "InvalidSelector"
 )
 

@@ -20,6 +20,13 @@ const (
 	ProviderReplicate Provider = "replicate"
 )
 
+// ParameterName names one input parameter of a model, as the provider's model schema
+// spells it (for example "aspect_ratio").
+// +kubebuilder:validation:MinLength=1
+// +kubebuilder:validation:MaxLength=64
+// +kubebuilder:validation:Pattern=`^[A-Za-z_][A-Za-z0-9_]{0,63}$`
+type ParameterName string
+
 // SecretKeyReference names one key of a Secret in the same namespace.
 type SecretKeyReference struct {
 	// name is the name of the Secret, in the ModelDeployment's namespace.
@@ -63,31 +70,43 @@ type Routing struct {
 }
 
 // ModelDeploymentSpec is one configured model: how to reach it and what it can do.
+// The endpoint rules sit on the spec, not on the endpoint string: the API server repeats
+// a string's value in the error of a rule on that string, and an endpoint may carry a
+// secret. On an object it omits the value; fieldPath still names spec.endpoint.
+// +kubebuilder:validation:XValidation:rule="!has(self.endpoint) || size(self.endpoint) == 0 || (isURL(self.endpoint) && (self.endpoint.startsWith('https://') || self.endpoint.startsWith('http://')) && size(url(self.endpoint).getHost()) > 0)",message="endpoint must be an absolute http(s) URL",fieldPath=".endpoint"
+// +kubebuilder:validation:XValidation:rule="!has(self.endpoint) || (!self.endpoint.contains('@') && !self.endpoint.contains('?') && !self.endpoint.contains('#'))",message="endpoint must not carry user info, a query or a fragment",fieldPath=".endpoint"
 // +kubebuilder:validation:XValidation:rule="self.provider != 'openai-compatible' || (has(self.endpoint) && size(self.endpoint) > 0)",message="endpoint is required for provider openai-compatible"
 // +kubebuilder:validation:XValidation:rule="self.provider == 'openai-compatible' || has(self.credentials)",message="credentials.secretRef is required for every provider except openai-compatible"
 // +kubebuilder:validation:XValidation:rule="!has(self.endpoint) || size(self.endpoint) == 0 || self.endpoint.startsWith('https://') || (has(self.allowInsecureEndpoint) && self.allowInsecureEndpoint)",message="endpoint must use https unless allowInsecureEndpoint is true"
 // +kubebuilder:validation:XValidation:rule="self.provider != 'replicate' || (has(self.capabilities) && has(self.capabilities.input) && has(self.capabilities.output))",message="provider replicate must declare capabilities.input and capabilities.output"
 // +kubebuilder:validation:XValidation:rule="self.provider != 'replicate' || !has(self.capabilities) || !has(self.capabilities.streaming) || !self.capabilities.streaming",message="provider replicate cannot declare capabilities.streaming: true"
+// +kubebuilder:validation:XValidation:rule="self.provider != 'replicate' || !has(self.capabilities) || !has(self.capabilities.tools) || !self.capabilities.tools",message="provider replicate cannot declare capabilities.tools: true"
+// +kubebuilder:validation:XValidation:rule="self.provider != 'replicate' || !has(self.capabilities) || !has(self.capabilities.structuredOutput) || !self.capabilities.structuredOutput",message="provider replicate cannot declare capabilities.structuredOutput: true"
+// +kubebuilder:validation:XValidation:rule="!(self.provider in ['openai', 'openai-compatible']) || !has(self.capabilities) || !has(self.capabilities.input) || !self.capabilities.input.exists(m, m == 'video')",messageExpression="'provider ' + self.provider + ' cannot declare video in capabilities.input'"
+// +kubebuilder:validation:XValidation:rule="self.provider != 'anthropic' || !has(self.capabilities) || !has(self.capabilities.input) || self.capabilities.input.all(m, m in ['text', 'json', 'image'])",message="provider anthropic can declare only text, json and image in capabilities.input"
+// +kubebuilder:validation:XValidation:rule="self.provider == 'replicate' || !has(self.capabilities) || !has(self.capabilities.output) || self.capabilities.output.all(m, m in ['text', 'json'])",messageExpression="'provider ' + self.provider + ' can declare only text and json in capabilities.output'"
+// +kubebuilder:validation:XValidation:rule="self.provider == 'replicate' || !has(self.allowedParameters) || size(self.allowedParameters) == 0",message="allowedParameters is only allowed for provider replicate"
 type ModelDeploymentSpec struct {
 	// provider is the provider API the model is reached through: openai,
 	// openai-compatible, anthropic or replicate.
 	// +required
 	Provider Provider `json:"provider"`
 
-	// model is the provider's model id, for example "gpt-4o-mini" or
-	// "black-forest-labs/flux-schnell".
+	// model is the provider's model id, for example "gpt-4o-mini",
+	// "black-forest-labs/flux-schnell" or, pinned to a version on replicate,
+	// "owner/name:version". Only this field (with endpoint) chooses what runs; no request
+	// can change it.
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=256
 	Model string `json:"model"`
 
 	// endpoint is the provider's base URL. Empty means the provider's public default;
-	// required for openai-compatible. It must use https unless allowInsecureEndpoint is
-	// true, and must not carry user info, a query or a fragment.
+	// required for openai-compatible. It must be an absolute http(s) URL with a host, use
+	// https unless allowInsecureEndpoint is true, and must not carry user info, a query
+	// or a fragment. Validation messages never repeat its value.
 	// +optional
 	// +kubebuilder:validation:MaxLength=2048
-	// +kubebuilder:validation:XValidation:rule="size(self) == 0 || (isURL(self) && (self.startsWith('https://') || self.startsWith('http://')))",message="endpoint must be an absolute http(s) URL"
-	// +kubebuilder:validation:XValidation:rule="!self.contains('@') && !self.contains('?') && !self.contains('#')",message="endpoint must not carry user info, a query or a fragment"
 	Endpoint string `json:"endpoint,omitempty"`
 
 	// allowInsecureEndpoint permits a plain-http endpoint (for in-cluster or local model
@@ -112,6 +131,20 @@ type ModelDeploymentSpec struct {
 	// not verified: platform teams state what the model really supports.
 	// +optional
 	Capabilities *Capabilities `json:"capabilities,omitempty"`
+
+	// allowedParameters lists the model input parameter names callers may set through
+	// the replicate.input request extension (an object of name to scalar value), for
+	// example aspect_ratio, num_inference_steps or seed: 0..64 unique names matching
+	// ^[A-Za-z_][A-Za-z0-9_]{0,63}$. Omitted or empty: callers may set none. Only for
+	// provider replicate. Names of prompt, media, tool, model, version, webhook or
+	// streaming inputs are refused in any letter case, so no caller can reach an input
+	// the declared capabilities do not cover.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:XValidation:rule="self.all(x, self.exists_one(y, y == x))",message="allowedParameters must not repeat a name"
+	// +kubebuilder:validation:XValidation:rule="self.all(x, !(x.lowerAscii() in ['prompt', 'system_prompt', 'messages', 'image', 'images', 'input_image', 'mask', 'audio', 'input_audio', 'video', 'input_video', 'file', 'files', 'model', 'version', 'tools', 'tool_choice', 'functions', 'function_call', 'webhook', 'webhook_events_filter', 'stream']))",message="allowedParameters must not name a prompt, media, tool, model or version input: prompt, system_prompt, messages, image, images, input_image, mask, audio, input_audio, video, input_video, file, files, model, version, tools, tool_choice, functions, function_call, webhook, webhook_events_filter and stream are reserved in any letter case"
+	AllowedParameters []ParameterName `json:"allowedParameters,omitempty"`
 
 	// routing sets the model's priority and weight among eligible models.
 	// +optional
@@ -158,9 +191,11 @@ type ModelDeploymentStatus struct {
 	// +kubebuilder:validation:items:MaxLength=253
 	Policies []string `json:"policies,omitempty"`
 
-	// credentialsVersion is a short hash of the referenced Secret's uid and
-	// resourceVersion. It changes when the Secret is rotated; it never derives from the
-	// Secret's content.
+	// credentialsVersion is a short hash of the referenced Secret's identity and
+	// revision: its uid and resourceVersion in a cluster; in standalone mode its
+	// namespace/name and a counter that increases whenever the Secret changes between
+	// reloads. It changes when the Secret is rotated; it never derives from the Secret's
+	// content.
 	// +optional
 	// +kubebuilder:validation:MaxLength=64
 	CredentialsVersion string `json:"credentialsVersion,omitempty"`

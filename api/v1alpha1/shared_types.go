@@ -12,12 +12,18 @@ type AbilityName string
 type InputModality string
 
 const (
-	InputText  InputModality = "text"
-	InputJSON  InputModality = "json"
+	// InputText: text parts.
+	InputText InputModality = "text"
+	// InputJSON: json parts (data for the model, never provider parameters).
+	InputJSON InputModality = "json"
+	// InputImage: image parts.
 	InputImage InputModality = "image"
+	// InputAudio: audio parts.
 	InputAudio InputModality = "audio"
+	// InputVideo: video parts.
 	InputVideo InputModality = "video"
-	InputFile  InputModality = "file"
+	// InputFile: file parts (documents).
+	InputFile InputModality = "file"
 )
 
 // OutputModality is a kind of output a model produces.
@@ -25,10 +31,15 @@ const (
 type OutputModality string
 
 const (
-	OutputText  OutputModality = "text"
-	OutputJSON  OutputModality = "json"
+	// OutputText: text output.
+	OutputText OutputModality = "text"
+	// OutputJSON: JSON output.
+	OutputJSON OutputModality = "json"
+	// OutputImage: images (as artifacts or in the provider's result).
 	OutputImage OutputModality = "image"
+	// OutputAudio: audio.
 	OutputAudio OutputModality = "audio"
+	// OutputVideo: video.
 	OutputVideo OutputModality = "video"
 )
 
@@ -38,6 +49,8 @@ const (
 type Capabilities struct {
 	// input lists the input modalities the model accepts. When omitted, the text providers
 	// (openai, openai-compatible, anthropic) accept [text, json]; replicate must declare it.
+	// What an adapter can never send is refused: video on openai and openai-compatible;
+	// anything but text, json and image on anthropic.
 	// +optional
 	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=6
@@ -45,7 +58,8 @@ type Capabilities struct {
 	Input []InputModality `json:"input,omitempty"`
 
 	// output lists the output modalities the model produces. When omitted, the text
-	// providers produce [text]; replicate must declare it.
+	// providers produce [text]; replicate must declare it. The text providers (openai,
+	// openai-compatible, anthropic) can declare only text and json.
 	// +optional
 	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=5
@@ -53,16 +67,18 @@ type Capabilities struct {
 	Output []OutputModality `json:"output,omitempty"`
 
 	// tools declares that the model supports tool calling. Default false: requests with
-	// tool, tool_call or tool_result parts are never routed to it.
+	// tool, tool_call or tool_result parts are never routed to it. Not for replicate.
 	// +optional
 	Tools bool `json:"tools,omitempty"`
 
 	// streaming declares that the model streams output incrementally. Default false: the
-	// adapter makes one non-streaming call and emits the whole output as one delta.
+	// adapter makes one non-streaming call and emits the whole output as one delta. Not
+	// for replicate.
 	// +optional
 	Streaming bool `json:"streaming,omitempty"`
 
-	// structuredOutput declares schema-enforced JSON output. Default false.
+	// structuredOutput declares schema-enforced JSON output. Default false. Not for
+	// replicate.
 	// +optional
 	StructuredOutput bool `json:"structuredOutput,omitempty"`
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/url"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -16,11 +17,36 @@ import (
 // manifest table runs against envtest and against these functions and they must agree.
 
 var (
-	abilityPattern   = regexp.MustCompile(`^[a-z][a-z0-9]*([._-][a-z0-9]+)*$`)
-	dnsSubdomain     = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`)
-	secretKeyPattern = regexp.MustCompile(`^[-._a-zA-Z0-9]+$`)
-	extensionPattern = regexp.MustCompile(`^[a-z][a-z0-9-]*\.(\*|[a-z][a-z0-9_.-]*\*?)$`)
+	abilityPattern    = regexp.MustCompile(`^[a-z][a-z0-9]*([._-][a-z0-9]+)*$`)
+	dnsSubdomain      = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`)
+	secretKeyPattern  = regexp.MustCompile(`^[-._a-zA-Z0-9]+$`)
+	extensionPattern  = regexp.MustCompile(`^[a-z][a-z0-9-]*\.(\*|[a-z][a-z0-9_.-]*\*?)$`)
+	parameterPattern  = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,63}$`)
+	labelKeyPattern   = regexp.MustCompile(labelKeyRegex)
+	labelValuePattern = regexp.MustCompile(labelValueRegex)
 )
+
+// omit stands for a value an error must not repeat: endpoint and model may carry a secret
+// (user info, a query-string key, a token pasted into the wrong field), and an error
+// reaches status conditions, Kubernetes Events and logs.
+var omit = field.OmitValueType{}
+
+// ReservedParameters are the input names allowedParameters refuses, in any letter case:
+// prompt, media, tool, model, version, webhook and streaming inputs, which only the
+// request's parts, the declared capabilities and the ModelDeployment itself may set.
+var ReservedParameters = []string{
+	"prompt", "system_prompt", "messages",
+	"image", "images", "input_image", "mask",
+	"audio", "input_audio", "video", "input_video", "file", "files",
+	"model", "version",
+	"tools", "tool_choice", "functions", "function_call",
+	"webhook", "webhook_events_filter", "stream",
+}
+
+// msgReservedParameter is the message of the CEL rule that lists the same names.
+var msgReservedParameter = "allowedParameters must not name a prompt, media, tool, model or version input: " +
+	strings.Join(ReservedParameters[:len(ReservedParameters)-1], ", ") + " and " +
+	ReservedParameters[len(ReservedParameters)-1] + " are reserved in any letter case"
 
 // Validate checks spec against the ModelDeployment schema and its CEL rules.
 func (s *ModelDeploymentSpec) Validate() error {
@@ -37,16 +63,21 @@ func (s *ModelDeploymentSpec) validate(p *field.Path) field.ErrorList {
 		errs = append(errs, field.NotSupported(p.Child("provider"), s.Provider,
 			[]Provider{ProviderOpenAI, ProviderOpenAICompatible, ProviderAnthropic, ProviderReplicate}))
 	}
-	errs = append(errs, length(p.Child("model"), s.Model, 1, 256)...)
+	if n := len(s.Model); n < 1 || n > 256 {
+		errs = append(errs, field.Invalid(p.Child("model"), omit, "must be 1..256 characters"))
+	}
 	if s.Endpoint != "" {
 		ep := p.Child("endpoint")
-		errs = append(errs, length(ep, s.Endpoint, 0, 2048)...)
+		if len(s.Endpoint) > 2048 {
+			errs = append(errs, field.Invalid(ep, omit, "must be 0..2048 characters"))
+		}
 		if u, err := url.Parse(s.Endpoint); err != nil || !u.IsAbs() || u.Host == "" ||
 			(u.Scheme != "https" && u.Scheme != "http") {
-			errs = append(errs, field.Invalid(ep, s.Endpoint, "endpoint must be an absolute http(s) URL"))
+			// url.Parse errors quote the input: never surface err.
+			errs = append(errs, field.Invalid(ep, omit, "endpoint must be an absolute http(s) URL"))
 		}
 		if strings.ContainsAny(s.Endpoint, "@?#") {
-			errs = append(errs, field.Invalid(ep, s.Endpoint, "endpoint must not carry user info, a query or a fragment"))
+			errs = append(errs, field.Invalid(ep, omit, "endpoint must not carry user info, a query or a fragment"))
 		}
 	}
 	if s.Credentials != nil {
@@ -73,6 +104,7 @@ func (s *ModelDeploymentSpec) validate(p *field.Path) field.ErrorList {
 		errs = append(errs, modalities(cp.Child("output"), c.Output, c.Output != nil, 5, validOutput,
 			"capabilities.output must not repeat a modality")...)
 	}
+	errs = append(errs, s.validateParameters(p.Child("allowedParameters"))...)
 	if r := s.Routing; r != nil && r.Weight != 0 && (r.Weight < 1 || r.Weight > 10000) {
 		errs = append(errs, field.Invalid(p.Child("routing", "weight"), r.Weight, "must be between 1 and 10000"))
 	}
@@ -85,29 +117,96 @@ func (s *ModelDeploymentSpec) validate(p *field.Path) field.ErrorList {
 
 	// Cross-field rules (the CEL rules on spec).
 	if s.Provider == ProviderOpenAICompatible && s.Endpoint == "" {
-		errs = append(errs, field.Invalid(p, "", "endpoint is required for provider openai-compatible"))
+		errs = append(errs, field.Invalid(p, omit, "endpoint is required for provider openai-compatible"))
 	}
 	if s.Provider != ProviderOpenAICompatible && s.Credentials == nil {
-		errs = append(errs, field.Invalid(p, "", "credentials.secretRef is required for every provider except openai-compatible"))
+		errs = append(errs, field.Invalid(p, omit, "credentials.secretRef is required for every provider except openai-compatible"))
 	}
 	if s.Endpoint != "" && !strings.HasPrefix(s.Endpoint, "https://") && !s.AllowInsecureEndpoint {
-		errs = append(errs, field.Invalid(p, "", "endpoint must use https unless allowInsecureEndpoint is true"))
+		errs = append(errs, field.Invalid(p, omit, "endpoint must use https unless allowInsecureEndpoint is true"))
 	}
 	if s.Provider == ProviderReplicate {
 		if s.Capabilities == nil || s.Capabilities.Input == nil || s.Capabilities.Output == nil {
-			errs = append(errs, field.Invalid(p, "", "provider replicate must declare capabilities.input and capabilities.output"))
+			errs = append(errs, field.Invalid(p, omit, "provider replicate must declare capabilities.input and capabilities.output"))
 		}
-		if s.Capabilities != nil && s.Capabilities.Streaming {
-			errs = append(errs, field.Invalid(p, "", "provider replicate cannot declare capabilities.streaming: true"))
+	} else if len(s.AllowedParameters) > 0 {
+		errs = append(errs, field.Invalid(p, omit, "allowedParameters is only allowed for provider replicate"))
+	}
+	errs = append(errs, s.validateAdapterLimits(p)...)
+	return errs
+}
+
+// validateAdapterLimits refuses capability declarations the provider's adapter can never
+// honour (spec/modeldeployments.md, "Provider limits"): the router would send such a
+// model requests that could only fail.
+func (s *ModelDeploymentSpec) validateAdapterLimits(p *field.Path) field.ErrorList {
+	c := s.Capabilities
+	if c == nil {
+		return nil
+	}
+	var errs field.ErrorList
+	invalid := func(msg string) { errs = append(errs, field.Invalid(p, omit, msg)) }
+	switch s.Provider {
+	case ProviderReplicate:
+		if c.Streaming {
+			invalid("provider replicate cannot declare capabilities.streaming: true")
+		}
+		if c.Tools {
+			invalid("provider replicate cannot declare capabilities.tools: true")
+		}
+		if c.StructuredOutput {
+			invalid("provider replicate cannot declare capabilities.structuredOutput: true")
+		}
+	case ProviderOpenAI, ProviderOpenAICompatible, ProviderAnthropic:
+		if s.Provider == ProviderAnthropic {
+			if !onlyModalities(c.Input, InputText, InputJSON, InputImage) {
+				invalid("provider anthropic can declare only text, json and image in capabilities.input")
+			}
+		} else if slices.Contains(c.Input, InputVideo) {
+			invalid(fmt.Sprintf("provider %s cannot declare video in capabilities.input", s.Provider))
+		}
+		if !onlyModalities(c.Output, OutputText, OutputJSON) {
+			invalid(fmt.Sprintf("provider %s can declare only text and json in capabilities.output", s.Provider))
 		}
 	}
 	return errs
 }
 
-// Validate checks spec against the CapabilityPolicy schema and its CEL rules.
+func onlyModalities[M ~string](list []M, allowed ...M) bool {
+	for _, m := range list {
+		if !slices.Contains(allowed, m) {
+			return false
+		}
+	}
+	return true
+}
+
+// validateParameters checks allowedParameters: bounds, syntax, uniqueness and the
+// reserved names.
+func (s *ModelDeploymentSpec) validateParameters(p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if len(s.AllowedParameters) > 64 {
+		errs = append(errs, field.TooMany(p, len(s.AllowedParameters), 64))
+	}
+	reserved := false
+	for i, name := range s.AllowedParameters {
+		errs = append(errs, patterned(p.Index(i), string(name), 1, 64, parameterPattern)...)
+		reserved = reserved || slices.Contains(ReservedParameters, strings.ToLower(string(name)))
+	}
+	if !unique(s.AllowedParameters) {
+		errs = append(errs, field.Invalid(p, omit, "allowedParameters must not repeat a name"))
+	}
+	if reserved {
+		errs = append(errs, field.Invalid(p, omit, msgReservedParameter))
+	}
+	return errs
+}
+
+// Validate checks spec against the CapabilityPolicy schema and its CEL rules, selector
+// included.
 func (s *CapabilityPolicySpec) Validate() error {
 	p := field.NewPath("spec")
-	var errs field.ErrorList
+	errs := s.Selector.validate(p.Child("selector"))
 	switch s.Tools {
 	case "", ToolsAllowed, ToolsDisabled:
 	default:
@@ -134,6 +233,84 @@ func (s *CapabilityPolicySpec) Validate() error {
 		errs = append(errs, field.Invalid(p.Child("maxAttempts"), *v, "must be between 1 and 5"))
 	}
 	return errs.ToAggregate()
+}
+
+// Validate checks the selector against the CRD schema and its CEL rules: every part it
+// accepts can be evaluated by metav1.LabelSelectorAsSelector. Errors name paths under
+// spec.selector. A nil selector (all ModelDeployments of the namespace) is valid.
+func (s *LabelSelector) Validate() error {
+	return s.validate(field.NewPath("spec", "selector")).ToAggregate()
+}
+
+func (s *LabelSelector) validate(p *field.Path) field.ErrorList {
+	if s == nil {
+		return nil
+	}
+	var errs field.ErrorList
+	ml := p.Child("matchLabels")
+	if len(s.MatchLabels) > 16 {
+		errs = append(errs, field.TooMany(ml, len(s.MatchLabels), 16))
+	}
+	keys := make([]string, 0, len(s.MatchLabels))
+	for k := range s.MatchLabels {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys) // deterministic messages
+	badKey := false
+	for _, k := range keys {
+		badKey = badKey || !validLabelKey(k)
+		errs = append(errs, labelValue(ml.Key(k), s.MatchLabels[k])...)
+	}
+	if badKey {
+		errs = append(errs, field.Invalid(ml, omit, msgMatchLabelsKey))
+	}
+	me := p.Child("matchExpressions")
+	if len(s.MatchExpressions) > 16 {
+		errs = append(errs, field.TooMany(me, len(s.MatchExpressions), 16))
+	}
+	for i, r := range s.MatchExpressions {
+		rp := me.Index(i)
+		if r.Key == "" {
+			errs = append(errs, field.Required(rp.Child("key"), ""))
+		} else if len(r.Key) > 317 || !validLabelKey(string(r.Key)) {
+			errs = append(errs, field.Invalid(rp.Child("key"), string(r.Key), msgLabelKey))
+		}
+		switch r.Operator {
+		case LabelSelectorOpIn, LabelSelectorOpNotIn:
+			if len(r.Values) == 0 {
+				errs = append(errs, field.Invalid(rp, omit, msgValuesRequired))
+			}
+		case LabelSelectorOpExists, LabelSelectorOpDoesNotExist:
+			if len(r.Values) > 0 {
+				errs = append(errs, field.Invalid(rp, omit, msgValuesForbidden))
+			}
+		case "":
+			errs = append(errs, field.Required(rp.Child("operator"), ""))
+		default:
+			errs = append(errs, field.NotSupported(rp.Child("operator"), r.Operator, []LabelSelectorOperator{
+				LabelSelectorOpIn, LabelSelectorOpNotIn, LabelSelectorOpExists, LabelSelectorOpDoesNotExist}))
+		}
+		if len(r.Values) > 32 {
+			errs = append(errs, field.TooMany(rp.Child("values"), len(r.Values), 32))
+		}
+		for j, v := range r.Values {
+			errs = append(errs, labelValue(rp.Child("values").Index(j), v)...)
+		}
+	}
+	return errs
+}
+
+// validLabelKey: a name of 1..63 characters after an optional DNS-subdomain prefix of at
+// most 253 characters.
+func validLabelKey(k string) bool {
+	return len(k) <= 317 && strings.Index(k, "/") <= 253 && labelKeyPattern.MatchString(k)
+}
+
+func labelValue(p *field.Path, v LabelValue) field.ErrorList {
+	if len(v) > 63 || !labelValuePattern.MatchString(string(v)) {
+		return field.ErrorList{field.Invalid(p, string(v), msgLabelValue)}
+	}
+	return nil
 }
 
 func validInput(m InputModality) bool {
