@@ -23,60 +23,38 @@ type Info struct {
 	CreatedAt time.Time `json:"created_at"`
 }
 
-// StatusOf builds an execution's status from its store record and its events from
-// sequence 1 (as Store.Read(ctx, id, 0, 0) returns them). Read the events after the
-// record, so that they are at least as new: fields the events carry (status, attempts,
-// route, error) come from them, and last_sequence and updated_at follow whichever source
-// is newer. It is pure, so every replica answers the same for the same store content.
-func StatusOf(rec eventstore.Status, events []protocol.Event) protocol.ExecutionStatus {
+// StatusOf converts an execution's store status into its API status (spec/http-api.md,
+// "Status"). The store folds the events as it records them (state, attempts, route,
+// error), so a status costs one Get whatever the number of events; the rest comes from
+// the record's Info. It is pure, so every replica answers the same for the same store
+// content.
+func StatusOf(st eventstore.Status) protocol.ExecutionStatus {
 	var info Info
 	// Info is written only by the engine; a record that does not decode (none of ours)
-	// still gets a status with the fields the events and record give.
-	_ = json.Unmarshal(rec.Info, &info)
+	// still gets a status with the fields the store gives.
+	_ = json.Unmarshal(st.Info, &info)
 
 	s := protocol.ExecutionStatus{
-		ID:           rec.ID,
+		ID:           st.ID,
 		Ability:      info.Ability,
-		Status:       protocol.StatusAccepted,
-		CreatedAt:    rec.CreatedAt,
-		UpdatedAt:    rec.UpdatedAt,
+		Status:       st.State,
+		CreatedAt:    st.CreatedAt,
+		UpdatedAt:    st.UpdatedAt,
 		DeadlineAt:   info.DeadlineAt,
-		LastSequence: rec.LastSequence,
+		LastSequence: st.LastSequence,
+		Attempts:     st.Attempts,
+		Route:        st.Route,
+		Error:        st.Error,
 		Metadata:     info.Metadata,
+	}
+	if s.Status == "" {
+		s.Status = protocol.StatusAccepted // a Status built by hand, without the store's fold
 	}
 	if s.CreatedAt.IsZero() {
 		s.CreatedAt = info.CreatedAt
 	}
 	if s.Metadata == nil {
 		s.Metadata = map[string]string{}
-	}
-
-	for _, ev := range events {
-		switch ev.Type {
-		case protocol.EventAccepted:
-			continue // status stays accepted until something happens
-		case protocol.EventRouteSelected:
-			var d protocol.RouteSelectedData
-			if json.Unmarshal(ev.Data, &d) == nil {
-				s.Attempts++
-				s.Route = &protocol.RouteStatus{Deployment: d.Deployment, Provider: d.Provider, Model: d.Model}
-			}
-		case protocol.EventCompleted:
-			s.Status = protocol.StatusCompleted
-			continue
-		case protocol.EventFailed:
-			var d protocol.FailedData
-			if json.Unmarshal(ev.Data, &d) == nil {
-				s.Error = d.Error
-			}
-			s.Status = protocol.StatusFailed
-			continue
-		}
-		s.Status = protocol.StatusRunning
-	}
-	if n := len(events); n > 0 && events[n-1].Sequence >= s.LastSequence {
-		s.LastSequence = events[n-1].Sequence
-		s.UpdatedAt = events[n-1].Timestamp
 	}
 	return s
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/switchboard-dev/switchboard/runtime/engine"
 	"github.com/switchboard-dev/switchboard/runtime/eventstore"
+	"github.com/switchboard-dev/switchboard/runtime/eventstore/memory"
 	"github.com/switchboard-dev/switchboard/runtime/protocol"
 )
 
@@ -16,28 +17,17 @@ func TestStatusOf(t *testing.T) {
 	const id = "exe_test"
 	created := time.Date(2026, 12, 2, 13, 0, 0, 0, time.UTC)
 	deadline := created.Add(time.Minute)
-	at := func(s int) time.Time { return created.Add(time.Duration(s) * time.Second) }
 	info, _ := json.Marshal(engine.Info{Ability: "chat", Metadata: map[string]string{"team": "x"}, DeadlineAt: deadline, CreatedAt: created})
-	rec := func(last uint64, updated time.Time) eventstore.Status {
-		return eventstore.Status{
-			Record:       eventstore.Record{ID: id, CreatedAt: created, Info: info},
-			LastSequence: last, UpdatedAt: updated,
-		}
-	}
-	ev := func(seq uint64, typ protocol.EventType, data any) protocol.Event {
-		b, _ := json.Marshal(data)
-		return protocol.Event{ExecutionID: id, Sequence: seq, Timestamp: at(int(seq)), Type: typ, Data: b}
-	}
-	accepted := ev(1, protocol.EventAccepted, protocol.AcceptedData{Ability: "chat", DeadlineAt: deadline})
-	selA := ev(2, protocol.EventRouteSelected, protocol.RouteSelectedData{Attempt: 1, Deployment: "ai/a", Provider: "openai", Model: "m-a"})
-	failA := ev(3, protocol.EventAttemptFailed, protocol.AttemptFailedData{Attempt: 1, Deployment: "ai/a",
-		Error: protocol.NewError(protocol.CodeProviderUnavailable, "unavailable")})
-	selB := ev(4, protocol.EventRouteSelected, protocol.RouteSelectedData{Attempt: 2, Deployment: "ai/b", Provider: "anthropic", Model: "m-b"})
-	cancelled := protocol.NewError(protocol.CodeCancelled, "the execution was cancelled")
-	failed := ev(5, protocol.EventFailed, protocol.FailedData{Error: cancelled})
-	completed := ev(5, protocol.EventCompleted, protocol.CompletedData{FinishReason: "stop"})
 	routeB := &protocol.RouteStatus{Deployment: "ai/b", Provider: "anthropic", Model: "m-b"}
-
+	cancelled := protocol.NewError(protocol.CodeCancelled, "the execution was cancelled")
+	st := func(f func(*eventstore.Status)) eventstore.Status {
+		s := eventstore.Status{
+			Record:    eventstore.Record{ID: id, CreatedAt: created, Info: info},
+			UpdatedAt: created, State: protocol.StatusAccepted,
+		}
+		f(&s)
+		return s
+	}
 	base := protocol.ExecutionStatus{
 		ID: id, Ability: "chat", Status: protocol.StatusAccepted, CreatedAt: created, UpdatedAt: created,
 		DeadlineAt: deadline, Metadata: map[string]string{"team": "x"},
@@ -48,40 +38,93 @@ func TestStatusOf(t *testing.T) {
 		return s
 	}
 	tests := []struct {
-		name   string
-		rec    eventstore.Status
-		events []protocol.Event
-		want   protocol.ExecutionStatus
+		name string
+		st   eventstore.Status
+		want protocol.ExecutionStatus
 	}{
-		{"created, no events", rec(0, created), nil, base},
-		{"accepted", rec(1, at(1)), []protocol.Event{accepted}, with(func(s *protocol.ExecutionStatus) {
-			s.LastSequence, s.UpdatedAt = 1, at(1)
+		{"created, no events", st(func(*eventstore.Status) {}), base},
+		{"running after fallback", st(func(s *eventstore.Status) {
+			s.LastSequence, s.UpdatedAt, s.State, s.Attempts, s.Route = 4, created.Add(4*time.Second), protocol.StatusRunning, 2, routeB
+		}), with(func(s *protocol.ExecutionStatus) {
+			s.Status, s.LastSequence, s.UpdatedAt, s.Attempts, s.Route = protocol.StatusRunning, 4, created.Add(4*time.Second), 2, routeB
 		})},
-		{"running after fallback", rec(4, at(4)), []protocol.Event{accepted, selA, failA, selB}, with(func(s *protocol.ExecutionStatus) {
-			s.Status, s.LastSequence, s.UpdatedAt, s.Attempts, s.Route = protocol.StatusRunning, 4, at(4), 2, routeB
+		{"completed", st(func(s *eventstore.Status) {
+			s.LastSequence, s.Terminal, s.State, s.Attempts, s.Route = 5, true, protocol.StatusCompleted, 2, routeB
+		}), with(func(s *protocol.ExecutionStatus) {
+			s.Status, s.LastSequence, s.Attempts, s.Route = protocol.StatusCompleted, 5, 2, routeB
 		})},
-		{"completed", rec(5, at(5)), []protocol.Event{accepted, selA, failA, selB, completed}, with(func(s *protocol.ExecutionStatus) {
-			s.Status, s.LastSequence, s.UpdatedAt, s.Attempts, s.Route = protocol.StatusCompleted, 5, at(5), 2, routeB
+		{"failed", st(func(s *eventstore.Status) {
+			s.LastSequence, s.Terminal, s.State, s.Error = 2, true, protocol.StatusFailed, cancelled
+		}), with(func(s *protocol.ExecutionStatus) {
+			s.Status, s.LastSequence, s.Error = protocol.StatusFailed, 2, cancelled
 		})},
-		{"failed", rec(5, at(5)), []protocol.Event{accepted, selA, failA, selB, failed}, with(func(s *protocol.ExecutionStatus) {
-			s.Status, s.LastSequence, s.UpdatedAt, s.Attempts, s.Route, s.Error = protocol.StatusFailed, 5, at(5), 2, routeB, cancelled
-		})},
-		{"events newer than the record", rec(1, at(1)), []protocol.Event{accepted, selA}, with(func(s *protocol.ExecutionStatus) {
-			s.Status, s.LastSequence, s.UpdatedAt, s.Attempts = protocol.StatusRunning, 2, at(2), 1
-			s.Route = &protocol.RouteStatus{Deployment: "ai/a", Provider: "openai", Model: "m-a"}
-		})},
-		{"record newer than the events", rec(3, at(3)), []protocol.Event{accepted}, with(func(s *protocol.ExecutionStatus) {
-			s.LastSequence, s.UpdatedAt = 3, at(3)
-		})},
+		{"no state", st(func(s *eventstore.Status) { s.State = "" }), base},
+		{"creation time from info", st(func(s *eventstore.Status) { s.CreatedAt = time.Time{} }), base},
 		{"foreign info", eventstore.Status{Record: eventstore.Record{ID: id, CreatedAt: created, Info: json.RawMessage(`"x"`)}, UpdatedAt: created},
-			nil, protocol.ExecutionStatus{ID: id, Status: protocol.StatusAccepted, CreatedAt: created, UpdatedAt: created, Metadata: map[string]string{}}},
+			protocol.ExecutionStatus{ID: id, Status: protocol.StatusAccepted, CreatedAt: created, UpdatedAt: created, Metadata: map[string]string{}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if diff := cmp.Diff(tt.want, engine.StatusOf(tt.rec, tt.events)); diff != "" {
+			if diff := cmp.Diff(tt.want, engine.StatusOf(tt.st)); diff != "" {
 				t.Errorf("StatusOf (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// TestStatusOfStoreFold checks StatusOf on what a store folds from the events the engine
+// records: status, attempts, route and error follow the events with one Get.
+func TestStatusOfStoreFold(t *testing.T) {
+	const id = "exe_fold"
+	created := time.Date(2026, 12, 2, 13, 0, 0, 0, time.UTC)
+	deadline := created.Add(time.Minute)
+	at := func(s int) time.Time { return created.Add(time.Duration(s) * time.Second) }
+	info, _ := json.Marshal(engine.Info{Ability: "chat", DeadlineAt: deadline, CreatedAt: created})
+	ev := func(seq uint64, typ protocol.EventType, data any) protocol.Event {
+		b, _ := json.Marshal(data)
+		return protocol.Event{ExecutionID: id, Sequence: seq, Timestamp: at(int(seq)), Type: typ, Data: b}
+	}
+	cancelled := protocol.NewError(protocol.CodeCancelled, "the execution was cancelled")
+	routeA := &protocol.RouteStatus{Deployment: "ai/a", Provider: "openai", Model: "m-a"}
+	routeB := &protocol.RouteStatus{Deployment: "ai/b", Provider: "anthropic", Model: "m-b"}
+	steps := []struct {
+		ev   protocol.Event
+		want func(*protocol.ExecutionStatus)
+	}{
+		{ev(1, protocol.EventAccepted, protocol.AcceptedData{Ability: "chat", DeadlineAt: deadline}), func(*protocol.ExecutionStatus) {}},
+		{ev(2, protocol.EventRouteSelected, protocol.RouteSelectedData{Attempt: 1, Deployment: "ai/a", Provider: "openai", Model: "m-a"}),
+			func(s *protocol.ExecutionStatus) { s.Status, s.Attempts, s.Route = protocol.StatusRunning, 1, routeA }},
+		{ev(3, protocol.EventAttemptFailed, protocol.AttemptFailedData{Attempt: 1, Deployment: "ai/a",
+			Error: protocol.NewError(protocol.CodeProviderUnavailable, "unavailable")}),
+			func(s *protocol.ExecutionStatus) { s.Status, s.Attempts, s.Route = protocol.StatusRunning, 1, routeA }},
+		{ev(4, protocol.EventRouteSelected, protocol.RouteSelectedData{Attempt: 2, Deployment: "ai/b", Provider: "anthropic", Model: "m-b"}),
+			func(s *protocol.ExecutionStatus) { s.Status, s.Attempts, s.Route = protocol.StatusRunning, 2, routeB }},
+		{ev(5, protocol.EventFailed, protocol.FailedData{Error: cancelled}), func(s *protocol.ExecutionStatus) {
+			s.Status, s.Attempts, s.Route, s.Error = protocol.StatusFailed, 2, routeB, cancelled
+		}},
+	}
+	store := memory.New(memory.WithSweepInterval(0))
+	defer store.Close()
+	ctx := t.Context()
+	if err := store.Create(ctx, eventstore.Record{ID: id, CreatedAt: created, Info: info}); err != nil {
+		t.Fatal(err)
+	}
+	for _, step := range steps {
+		if err := store.Append(ctx, step.ev); err != nil {
+			t.Fatal(err)
+		}
+		st, err := store.Get(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := protocol.ExecutionStatus{
+			ID: id, Ability: "chat", Status: protocol.StatusAccepted, CreatedAt: created, UpdatedAt: step.ev.Timestamp,
+			DeadlineAt: deadline, LastSequence: step.ev.Sequence, Metadata: map[string]string{},
+		}
+		step.want(&want)
+		if diff := cmp.Diff(want, engine.StatusOf(st)); diff != "" {
+			t.Errorf("after event %d: StatusOf (-want +got):\n%s", step.ev.Sequence, diff)
+		}
 	}
 }
 

@@ -1,13 +1,18 @@
 // Package eventstore defines the Store: the record of every execution's events, its
-// idempotency reservations and its cancel requests (CONTRACT §11). It is the only state
-// runtime replicas share, so any replica can serve an execution's events, its status and
-// its cancellation while another replica runs it.
+// idempotency reservations and its cancel requests (spec/events.md, "EventStore"). It is
+// the only state runtime replicas share, so any replica can serve an execution's events,
+// its status, its result and its cancellation while another replica runs it.
 //
-// Implementations live in subpackages (memory; later redis) and must pass the shared
+// Implementations live in subpackages (memory, redis) and must pass the shared
 // conformance suite in package storetest. The interface is deliberately small and maps
 // onto Redis Streams: an explicit stream id per sequence (XADD), range reads (XRANGE),
 // blocking reads (XREAD BLOCK), SET NX PX for reservations, key expiry for retention and
 // pub/sub for cancel signals.
+//
+// A store also folds every event into the execution's status and result snapshot as it
+// records it, so that Get and Snapshot cost the same whatever the number of events
+// (spec/http-api.md, "Status" and "Result"): a long stream of small deltas must not make
+// each read refold the whole log.
 package eventstore
 
 import (
@@ -37,12 +42,32 @@ type Store interface {
 	// stored, so sequences stay gap-free. An ev identical to the last recorded event
 	// (the same Sequence, Type, Timestamp and Data, nil or not) is a repeat of the append
 	// that recorded it, as when a call whose answer was lost is retried: it succeeds,
-	// also after a terminal event, and stores nothing. Any other event with that
-	// sequence is rejected as above.
+	// also after a terminal event, and stores nothing (and folds nothing). Any other
+	// event with that sequence is rejected as above.
+	//
+	// The store folds ev into the execution's Status and Snapshot in the same atomic
+	// step. So ev's Data must decode as the data of its type (spec/events.md, "Event
+	// types") for every type that is folded: output.delta, tool.call.started,
+	// tool.call.arguments.delta, output.result, usage.reported, route.selected,
+	// execution.completed and execution.failed; otherwise Append returns ErrInvalid
+	// (after the checks above, which take precedence) and stores nothing.
+	// protocol.Materialize skips such an event, and every later one then leaves a gap,
+	// so a recorded one would leave no snapshot that agrees with both the log and the
+	// sequence; the engine never records one. The data of the other types, and of types
+	// this version does not know, is stored as it is: they only advance the sequence.
 	Append(ctx context.Context, ev protocol.Event) error
 
-	// Get returns the execution's record and progress, or ErrNotFound.
+	// Get returns the execution's record and progress, or ErrNotFound. Its cost does not
+	// depend on the number of recorded events.
 	Get(ctx context.Context, id string) (Status, error)
+
+	// Snapshot returns the execution's result snapshot after its last recorded event:
+	// exactly what protocol.Materialize returns for all its events (Read(ctx, id, 0, 0)),
+	// with Sequence equal to Get's LastSequence at one instant. The store keeps it up to
+	// date as events are appended, so its cost grows with the size of the output it
+	// returns, not with the number of events. It returns ErrNotFound for an unknown or
+	// removed execution.
+	Snapshot(ctx context.Context, id string) (protocol.Snapshot, error)
 
 	// Read returns, in sequence order, the events of execution id whose sequence is
 	// greater than after, at most limit of them (limit <= 0: no limit). An empty result
@@ -105,7 +130,9 @@ type Record struct {
 	Info json.RawMessage
 }
 
-// Status is an execution's record and its progress so far.
+// Status is an execution's record and its progress so far: what an execution's status
+// (spec/http-api.md, "Status") is built from, folded from the events as they were
+// recorded.
 type Status struct {
 	Record
 	// LastSequence is the sequence of the last recorded event; 0 before the first.
@@ -117,6 +144,16 @@ type Status struct {
 	UpdatedAt time.Time
 	// CancelRequested reports whether RequestCancel succeeded for the execution.
 	CancelRequested bool
+	// State is the execution's status as protocol.Snapshot.Apply assigns it: accepted
+	// before any event and after execution.accepted, completed or failed after the
+	// terminal event, running after any other event.
+	State protocol.Status
+	// Attempts is the number of recorded route.selected events.
+	Attempts int
+	// Route is the route of the last route.selected event; nil before the first.
+	Route *protocol.RouteStatus
+	// Error is the error of execution.failed; nil otherwise.
+	Error *protocol.Error
 }
 
 // Reservation is what an idempotency key maps to: enough to answer a replay with the

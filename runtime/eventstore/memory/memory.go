@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -16,7 +17,8 @@ import (
 )
 
 const (
-	// DefaultRetention is how long a terminal execution is kept (CONTRACT §11).
+	// DefaultRetention is how long a terminal execution is kept (spec/events.md,
+	// "EventStore").
 	DefaultRetention = time.Hour
 	// maxSweepInterval bounds how late a removal may be with the default sweep interval.
 	maxSweepInterval = time.Minute
@@ -58,6 +60,10 @@ func WithSweepInterval(d time.Duration) Option {
 // Executions sit in a map behind a read-write lock that is held only to find or insert
 // an execution; each execution then has its own lock, so appends to one execution do not
 // contend with reads of another. Idempotency reservations have a lock of their own.
+//
+// Each execution keeps its result snapshot, which Append folds each event into under
+// the execution's lock (protocol.Snapshot.Apply, O(event) with its builders), so Get and
+// Snapshot never refold the events.
 type Store struct {
 	now       func() time.Time
 	retention time.Duration
@@ -113,6 +119,11 @@ type execution struct {
 	cancelRequested bool
 	removed         bool // deleted from the map by a sweep; lookups that raced it see this
 
+	// snap is the fold of events; its builders are dropped at the terminal event.
+	snap     protocol.Snapshot
+	attempts int                   // route.selected events
+	route    *protocol.RouteStatus // of the last route.selected
+
 	// changed is closed (and forgotten) on the next append or removal. It is made only
 	// when someone waits, so appends nobody waits for and retained executions carry no
 	// channel. One channel serves every waiter: a broadcast that never fills up.
@@ -142,7 +153,7 @@ func (s *Store) Create(_ context.Context, rec eventstore.Record) error {
 	if s.isClosed.Load() {
 		return eventstore.ErrClosed
 	}
-	e := &execution{rec: copyRecord(rec), updatedAt: rec.CreatedAt}
+	e := &execution{rec: copyRecord(rec), updatedAt: rec.CreatedAt, snap: protocol.NewSnapshot(rec.ID)}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if cur, ok := s.execs[rec.ID]; ok {
@@ -178,12 +189,29 @@ func (s *Store) Append(_ context.Context, ev protocol.Event) error {
 		return fmt.Errorf("append to %s: sequence %d, next is %d: %w",
 			ev.ExecutionID, ev.Sequence, next, eventstore.ErrSequence)
 	}
+	var route *protocol.RouteStatus
+	if ev.Type == protocol.EventRouteSelected {
+		var d protocol.RouteSelectedData
+		if err := json.Unmarshal(ev.Data, &d); err != nil {
+			return invalidData(ev, err)
+		}
+		route = &protocol.RouteStatus{Deployment: d.Deployment, Provider: d.Provider, Model: d.Model}
+	}
+	// Apply is atomic: an event whose data does not decode leaves the snapshot as it was.
+	if err := e.snap.Apply(ev); err != nil {
+		return invalidData(ev, err)
+	}
+	if route != nil {
+		e.attempts++
+		e.route = route
+	}
 	e.events = append(e.events, entry{ts: ev.Timestamp, typ: ev.Type, data: bytes.Clone(ev.Data)})
 	e.updatedAt = ev.Timestamp
 	if ev.Type.Terminal() {
 		e.terminal = true
 		e.expiresAt = s.now().Add(s.retention)
 		e.compact()
+		e.snap = compactSnapshot(&e.snap)
 		e.fire()
 		s.expMu.Lock()
 		s.execExpires.add(e.expiresAt, ev.ExecutionID)
@@ -204,13 +232,36 @@ func (s *Store) Get(_ context.Context, id string) (eventstore.Status, error) {
 	if e.removed {
 		return eventstore.Status{}, notFound(id)
 	}
-	return eventstore.Status{
+	st := eventstore.Status{
 		Record:          copyRecord(e.rec),
 		LastSequence:    uint64(len(e.events)),
 		Terminal:        e.terminal,
 		UpdatedAt:       e.updatedAt,
 		CancelRequested: e.cancelRequested,
-	}, nil
+		State:           e.snap.Status,
+		Attempts:        e.attempts,
+		Error:           copyError(e.snap.Error),
+	}
+	if e.route != nil {
+		r := *e.route
+		st.Route = &r
+	}
+	return st, nil
+}
+
+// Snapshot implements eventstore.Store. The copy costs O(output parts, tool calls,
+// artifacts and usage entries): the texts are immutable strings, shared, not copied.
+func (s *Store) Snapshot(_ context.Context, id string) (protocol.Snapshot, error) {
+	e, err := s.lookup(id)
+	if err != nil {
+		return protocol.Snapshot{}, err
+	}
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	if e.removed {
+		return protocol.Snapshot{}, notFound(id)
+	}
+	return copySnapshot(&e.snap), nil
 }
 
 // Read implements eventstore.Store.
@@ -501,6 +552,82 @@ func (e *execution) compact() {
 
 func notFound(id string) error {
 	return fmt.Errorf("execution %s: %w", id, eventstore.ErrNotFound)
+}
+
+// invalidData reports an event whose data does not decode as its type's data.
+func invalidData(ev protocol.Event, err error) error {
+	return fmt.Errorf("append to %s: event %d (%s): %w: %w", ev.ExecutionID, ev.Sequence, ev.Type, eventstore.ErrInvalid, err)
+}
+
+// textType is the type of every output part the engine records.
+const textType = "text"
+
+// compactSnapshot returns a copy of a terminal execution's snapshot without the fold's
+// builders and with every text and argument string packed into one allocation: nothing
+// will be appended any more, and the builders' buffers carry growth slack. Part types
+// that are "text" (all of them, from the engine) share one constant.
+func compactSnapshot(s *protocol.Snapshot) protocol.Snapshot {
+	c := s.Clone()
+	size := 0
+	for _, p := range c.Output {
+		size += len(p.Text)
+	}
+	for _, tc := range c.ToolCalls {
+		size += len(tc.Arguments)
+	}
+	var b strings.Builder
+	b.Grow(size)
+	for _, p := range c.Output {
+		b.WriteString(p.Text)
+	}
+	for _, tc := range c.ToolCalls {
+		b.WriteString(tc.Arguments)
+	}
+	all, at := b.String(), 0
+	for i := range c.Output {
+		n := len(c.Output[i].Text)
+		c.Output[i].Text, at = all[at:at+n], at+n
+		if c.Output[i].Type == textType {
+			c.Output[i].Type = textType // the constant, not a decoded copy
+		}
+	}
+	for i := range c.ToolCalls {
+		n := len(c.ToolCalls[i].Arguments)
+		c.ToolCalls[i].Arguments, at = all[at:at+n], at+n
+	}
+	return c
+}
+
+// copySnapshot returns a copy of s that shares nothing mutable with it: Clone copies the
+// slices and the result; the pointers inside artifacts and the error are copied here.
+func copySnapshot(s *protocol.Snapshot) protocol.Snapshot {
+	c := s.Clone()
+	for i := range c.Artifacts {
+		a := &c.Artifacts[i]
+		if a.SizeBytes != nil {
+			n := *a.SizeBytes
+			a.SizeBytes = &n
+		}
+		if a.ExpiresAt != nil {
+			t := *a.ExpiresAt
+			a.ExpiresAt = &t
+		}
+	}
+	c.Error = copyError(c.Error)
+	return c
+}
+
+// copyError returns a deep copy of e.
+func copyError(e *protocol.Error) *protocol.Error {
+	if e == nil {
+		return nil
+	}
+	c := *e
+	if e.ProviderError != nil {
+		pe := *e.ProviderError
+		c.ProviderError = &pe
+	}
+	return &c
 }
 
 // same reports whether ev, at this entry's sequence, is the event stored there.

@@ -40,7 +40,7 @@ func TestBackgroundSweep(t *testing.T) {
 	if err := s.Create(ctx, eventstore.Record{ID: "exe_1"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Append(ctx, protocol.Event{ExecutionID: "exe_1", Sequence: 1, Type: protocol.EventFailed}); err != nil {
+	if err := s.Append(ctx, protocol.Event{ExecutionID: "exe_1", Sequence: 1, Type: protocol.EventFailed, Data: json.RawMessage(`{}`)}); err != nil {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(10 * time.Second)
@@ -102,4 +102,10 @@ func BenchmarkRetainedExecution(b *testing.B) {
 		s.Close()
 	}
 	b.ReportMetric(perExecution, "B/execution")
+}
+
+func BenchmarkStatusAndResult(b *testing.B) {
+	s := memory.New(memory.WithSweepInterval(0))
+	defer s.Close()
+	storetest.BenchmarkStatusAndResult(b, s)
 }

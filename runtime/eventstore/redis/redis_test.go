@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/switchboard-dev/switchboard/runtime/eventstore"
@@ -163,9 +165,9 @@ func TestSurvivesRestart(t *testing.T) {
 	}
 }
 
-// TestKeysAndExpiry checks the documented layout: an execution's keys share its hash
-// tag, a running execution carries the orphan ttl, a terminal one the retention, and a
-// nil payload stays nil.
+// TestKeysAndExpiry checks the documented layout: an execution's keys, those of its
+// folded status and snapshot included, share its hash tag; a running execution's keys
+// carry the orphan ttl, a terminal one's the retention; and a nil payload stays nil.
 func TestKeysAndExpiry(t *testing.T) {
 	ctx := t.Context()
 	prefix := newPrefix(t)
@@ -175,10 +177,32 @@ func TestKeysAndExpiry(t *testing.T) {
 	if err := s.Create(ctx, eventstore.Record{ID: id}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Append(ctx, protocol.Event{ExecutionID: id, Sequence: 1, Type: protocol.EventAccepted}); err != nil {
-		t.Fatal(err)
+	evs := []protocol.Event{
+		{ExecutionID: id, Sequence: 1, Type: protocol.EventAccepted},
+		event(id, 2, protocol.EventOutputDelta, `{"index":0,"type":"text","text":"hi"}`),
+		event(id, 3, protocol.EventToolCallArgsDelta, `{"call_id":"c1","delta":"{}"}`),
+		event(id, 4, protocol.EventToolCallStarted, `{"index":1,"call_id":"c1","name":"f"}`),
+		event(id, 5, protocol.EventOutputResult, `{"result":1,"artifacts":[{"uri":"u","media_type":"m"}]}`),
+		event(id, 6, protocol.EventUsageReported, `{"usage":[{"unit":"requests","quantity":1,"source":"runtime"}]}`),
 	}
-	meta, stream := prefix+"{"+id+"}:meta", prefix+"{"+id+"}:events"
+	for _, ev := range evs {
+		if err := s.Append(ctx, ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	key := func(name string) string { return prefix + "{" + id + "}:" + name }
+	execKeys := []string{key("meta"), key("events"), key("keys"), key("parts"), key("text:0"),
+		key("calls"), key("args:1"), key("artifacts"), key("usage")}
+	assertKeys := func(want []string) {
+		t.Helper()
+		keys, err := admin.Keys(ctx, prefix+"*").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(want, keys, cmpopts.SortSlices(func(a, b string) bool { return a < b })); diff != "" {
+			t.Errorf("keys under the prefix (-want +got):\n%s", diff)
+		}
+	}
 	assertTTL := func(key string, want time.Duration) {
 		t.Helper()
 		ttl, err := admin.PTTL(ctx, key).Result()
@@ -189,23 +213,34 @@ func TestKeysAndExpiry(t *testing.T) {
 			t.Errorf("PTTL %s = %v, want about %v", key, ttl, want)
 		}
 	}
-	assertTTL(meta, 48*time.Hour)
-	assertTTL(stream, 48*time.Hour)
+	assertKeys(execKeys)
+	for _, k := range execKeys {
+		assertTTL(k, 48*time.Hour)
+	}
 
 	got, err := s.Read(ctx, id, 0, 0)
-	if err != nil || len(got) != 1 || got[0].Data != nil {
-		t.Errorf("Read of an event without data: %+v, %v; want one event with nil Data", got, err)
+	if err != nil || len(got) != len(evs) || got[0].Data != nil {
+		t.Errorf("Read of an event without data: %+v, %v; want the first event with nil Data", got, err)
 	}
 	st, err := s.Get(ctx, id)
 	if err != nil || st.Info != nil || !st.CreatedAt.IsZero() {
 		t.Errorf("Get of a record without info: %+v, %v; want nil Info and zero CreatedAt", st, err)
 	}
 
-	if err := s.Append(ctx, protocol.Event{ExecutionID: id, Sequence: 2, Type: protocol.EventCompleted}); err != nil {
+	end := event(id, 7, protocol.EventCompleted, `{}`)
+	if err := s.Append(ctx, end); err != nil {
 		t.Fatal(err)
 	}
-	assertTTL(meta, time.Hour)
-	assertTTL(stream, time.Hour)
+	for _, k := range execKeys {
+		assertTTL(k, time.Hour)
+	}
+	snap, err := s.Snapshot(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(protocol.Materialize(id, append(evs, end)), snap, cmpopts.IgnoreUnexported(protocol.Snapshot{})); diff != "" {
+		t.Errorf("Snapshot (-Materialize +got):\n%s", diff)
+	}
 
 	if _, _, err := s.Reserve(ctx, "k1", eventstore.Reservation{ExecutionID: id}, time.Minute); err != nil {
 		t.Fatal(err)
@@ -215,13 +250,46 @@ func TestKeysAndExpiry(t *testing.T) {
 	if err != nil || reserved || existing.ExecutionID != id || existing.Response != nil {
 		t.Errorf("Reserve again: %+v, %v, %v; want the first reservation with nil Response", existing, reserved, err)
 	}
+	assertKeys(append(execKeys, prefix+"idem:k1"))
+}
 
-	keys, err := admin.Keys(ctx, prefix+"*").Result()
+// TestCreateClearsLeftovers checks that a new execution starts empty even if keys of an
+// earlier one with its id are left over (they cannot outlive the meta hash, unless an
+// eviction policy removes it first): no old events and no old output in its snapshot.
+func TestCreateClearsLeftovers(t *testing.T) {
+	ctx := t.Context()
+	prefix := newPrefix(t)
+	admin := newClient(t)
+	s := open(t, prefix)
+	const id = "exe_leftover"
+	if err := s.Create(ctx, eventstore.Record{ID: id}); err != nil {
+		t.Fatal(err)
+	}
+	for _, ev := range []protocol.Event{
+		event(id, 1, protocol.EventOutputDelta, `{"index":0,"text":"old"}`),
+		event(id, 2, protocol.EventToolCallArgsDelta, `{"call_id":"c1","delta":"old"}`),
+		event(id, 3, protocol.EventUsageReported, `{"usage":[{"unit":"requests","quantity":1,"source":"runtime"}]}`),
+	} {
+		if err := s.Append(ctx, ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := admin.Del(ctx, prefix+"{"+id+"}:meta").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Create(ctx, eventstore.Record{ID: id}); err != nil {
+		t.Fatal(err)
+	}
+	next := event(id, 1, protocol.EventOutputDelta, `{"index":0,"text":"new"}`)
+	if err := s.Append(ctx, next); err != nil {
+		t.Fatal(err)
+	}
+	snap, err := s.Snapshot(ctx, id)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(keys) != 3 {
-		t.Errorf("keys under the prefix: %q, want meta, events and one reservation", keys)
+	if diff := cmp.Diff(protocol.Materialize(id, []protocol.Event{next}), snap, cmpopts.IgnoreUnexported(protocol.Snapshot{})); diff != "" {
+		t.Errorf("Snapshot of the new execution (-want +got):\n%s", diff)
 	}
 }
 
@@ -356,7 +424,7 @@ func TestScriptsSurviveReplay(t *testing.T) {
 	}
 
 	evs := storetest.CompletedExecution(rec.ID)
-	evs[1].Data = nil // a payload-less event repeats too
+	evs[0].Data = nil // a payload-less event repeats too
 	for _, ev := range evs {
 		if err := s.Append(ctx, ev); err != nil {
 			t.Fatalf("Append %d %s, replayed: %v", ev.Sequence, ev.Type, err)
@@ -382,6 +450,17 @@ func TestScriptsSurviveReplay(t *testing.T) {
 	st, err := peer.Get(ctx, rec.ID)
 	if err != nil || st.LastSequence != uint64(len(evs)) || !st.Terminal || string(st.Info) != string(rec.Info) {
 		t.Errorf("Get after replayed appends: %+v, %v", st, err)
+	}
+	// The replays folded nothing twice: the text of every delta is there once.
+	snap, err := peer.Snapshot(ctx, rec.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(protocol.Materialize(rec.ID, evs), snap, cmpopts.IgnoreUnexported(protocol.Snapshot{})); diff != "" {
+		t.Errorf("Snapshot after replayed appends (-Materialize +got):\n%s", diff)
+	}
+	if st.Attempts != 1 || st.State != protocol.StatusCompleted {
+		t.Errorf("Get after replayed appends: attempts %d, state %s; want 1, completed", st.Attempts, st.State)
 	}
 	// The retention was set by the first run of the terminal append, and only once.
 	if ttl, err := admin.PTTL(ctx, prefix+"{"+rec.ID+"}:meta").Result(); err != nil || ttl <= 0 || ttl > time.Hour {
@@ -581,4 +660,8 @@ func BenchmarkAppend(b *testing.B) {
 
 func BenchmarkRead20(b *testing.B) {
 	storetest.BenchmarkRead20(b, open(b, newPrefix(b), redisstore.WithRetention(time.Hour)))
+}
+
+func BenchmarkStatusAndResult(b *testing.B) {
+	storetest.BenchmarkStatusAndResult(b, open(b, newPrefix(b), redisstore.WithRetention(time.Hour)))
 }

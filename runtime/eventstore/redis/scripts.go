@@ -8,8 +8,9 @@ import goredis "github.com/redis/go-redis/v9"
 // also run on Redis Cluster. go-redis runs them with EVALSHA and falls back to EVAL
 // (which caches them again) after a restart of Redis has dropped the script cache.
 //
-// Optional values (Info, Data, Response) are passed as a trailing argument that is left
-// out when the Go value is nil, so that nil and empty survive a round trip unchanged.
+// Optional values (Info, Response) are passed as a trailing argument that is left out
+// when the Go value is nil, and Data with a flag beside it, so that nil and empty
+// survive a round trip unchanged.
 //
 // A script that writes may run twice for one call: go-redis sends a command again after
 // a read timeout or a broken connection (MaxRetries), whether or not Redis ran it the
@@ -21,7 +22,7 @@ import goredis "github.com/redis/go-redis/v9"
 
 // createScript registers an execution unless its meta hash exists.
 //
-// KEYS: meta, stream. ARGV: created_at, orphan ttl in ms (0: none), [info].
+// KEYS: meta, stream, keys. ARGV: created_at, orphan ttl in ms (0: none), [info].
 // Returns 1 if created, or if the meta hash holds this very record already (the same
 // created_at, and the same info or no info like this call): a repeat. 0 if the
 // execution exists with another record.
@@ -33,9 +34,13 @@ if redis.call('EXISTS', KEYS[1]) == 1 then
   end
   return 0
 end
--- A stream without its meta hash can only be a leftover (the two expire together);
--- a new execution must start empty or its first XADD would be rejected.
-redis.call('DEL', KEYS[2])
+-- Other keys without the meta hash can only be leftovers (none outlives it); a new
+-- execution must start empty or its first XADD would be rejected and its snapshot
+-- would hold another's output.
+for _, k in ipairs(redis.call('SMEMBERS', KEYS[3])) do
+  redis.call('DEL', k)
+end
+redis.call('DEL', KEYS[2], KEYS[3])
 redis.call('HSET', KEYS[1], 'created_at', ARGV[1], 'updated_at', ARGV[1], 'last_sequence', '0')
 if #ARGV >= 3 then
   redis.call('HSET', KEYS[1], 'info', ARGV[3])
@@ -46,12 +51,16 @@ end
 return 1
 `)
 
-// appendScript appends one event after checking that it is the next one.
+// appendScript appends one event after checking that it is the next one, and folds it
+// into the execution's status and result snapshot in the same step.
 //
-// KEYS: meta, stream. ARGV: sequence, type, timestamp, terminal ('1' or '0'), retention
-// in ms, orphan ttl in ms (0: none), wake channel, cancel channel, [data].
+// KEYS: meta, stream, keys. ARGV: sequence, type, timestamp, terminal ('1' or '0'),
+// retention in ms, orphan ttl in ms (0: none), wake channel, cancel channel, has data
+// ('1' or '0'), data (empty without), key base ('<prefix>{<id>}:'), state after the event,
+// fold operation and its operands (see fold.go).
 // Returns 0 if appended (or a repeat, see below), -1 if the execution is unknown, -2 if
-// it is terminal, or else the sequence that would have been next.
+// it is terminal, -3 if its data does not decode (operation 'invalid'), or else the
+// sequence that would have been next.
 //
 // The stream entry id is the sequence itself (<sequence>-0), so Redis orders the stream
 // by sequence and XRANGE can start at any cursor directly. Nothing is written before
@@ -59,12 +68,31 @@ return 1
 //
 // An event identical to the last one stored (the same sequence, and the same type,
 // timestamp and data, present or absent, in its stream entry) is this append run
-// again: it returns 0 and writes nothing. That check comes before the terminal one,
-// since a repeated terminal event finds the execution terminal by its own first run.
+// again: it returns 0 and writes nothing, so it folds nothing either. That check comes
+// before the terminal one, since a repeated terminal event finds the execution terminal
+// by its own first run.
+//
+// The fold writes only what the event changes, each with a command whose cost is that
+// of the change: APPEND to the text of one output index or the arguments of one call,
+// HSET of small fields, RPUSH of one event's usage or artifacts. Tool calls are numbered
+// in the meta hash (tool_calls); a call's entry in the calls hash packs "<number>
+// <index> <order> <name>", where order is the sequence of the event that last
+// (re)inserted it, which is how protocol.Snapshot.Apply orders calls of equal index.
+//
+// The keys of output indexes and calls are named here from the key base, since only
+// the script knows a call's number; they carry the execution's hash tag, so they are in
+// the slot of the declared keys, as Redis Cluster requires. Every key the fold creates
+// is recorded in the keys set, so that the terminal event can give all of them the
+// retention; while running, each write gives the keys it touches the orphan ttl along
+// with the meta hash and the stream.
 var appendScript = goredis.NewScript(`
 local state = redis.call('HMGET', KEYS[1], 'last_sequence', 'terminal')
 if not state[1] then
   return -1
+end
+local data = false
+if ARGV[9] == '1' then
+  data = ARGV[10]
 end
 if state[1] == ARGV[1] then
   local entry = redis.call('XRANGE', KEYS[2], ARGV[1] .. '-0', ARGV[1] .. '-0')[1]
@@ -74,7 +102,7 @@ if state[1] == ARGV[1] then
     for i = 1, #fields, 2 do
       stored[fields[i]] = fields[i + 1]
     end
-    if stored['type'] == ARGV[2] and stored['timestamp'] == ARGV[3] and stored['data'] == ARGV[9] then
+    if stored['type'] == ARGV[2] and stored['timestamp'] == ARGV[3] and (stored['data'] or false) == data then
       return 0
     end
   end
@@ -86,26 +114,146 @@ local nextSeq = tonumber(state[1]) + 1
 if tonumber(ARGV[1]) ~= nextSeq then
   return nextSeq
 end
-if #ARGV >= 9 then
-  redis.call('XADD', KEYS[2], ARGV[1] .. '-0', 'type', ARGV[2], 'timestamp', ARGV[3], 'data', ARGV[9])
+local op = ARGV[13]
+if op == 'invalid' then
+  return -3
+end
+if data then
+  redis.call('XADD', KEYS[2], ARGV[1] .. '-0', 'type', ARGV[2], 'timestamp', ARGV[3], 'data', data)
 else
   redis.call('XADD', KEYS[2], ARGV[1] .. '-0', 'type', ARGV[2], 'timestamp', ARGV[3])
 end
-redis.call('HSET', KEYS[1], 'last_sequence', ARGV[1], 'updated_at', ARGV[3])
+redis.call('HSET', KEYS[1], 'last_sequence', ARGV[1], 'updated_at', ARGV[3], 'state', ARGV[12])
+
+local base = ARGV[11]
+local touched = {} -- keys beyond meta, stream and keys written by the fold
+local created = {} -- those of them that did not exist before
+if op == 'text' then
+  local parts, text = base .. 'parts', base .. 'text:' .. ARGV[14]
+  if redis.call('HSETNX', parts, ARGV[14], ARGV[15]) == 1 then
+    created = {parts, text}
+  end
+  redis.call('APPEND', text, ARGV[16])
+  touched = {parts, text}
+elseif op == 'start' or op == 'args' then
+  local calls = base .. 'calls'
+  local cur = redis.call('HGET', calls, ARGV[14])
+  local n, index, order, name
+  if cur then
+    n, index, order, name = string.match(cur, '^(%d+) (%S+) (%d+) (.*)$')
+  else
+    -- Apply keeps fragments that come before tool.call.started under index -1.
+    n, index, order, name = redis.call('HINCRBY', KEYS[1], 'tool_calls', 1), '-1', ARGV[1], ''
+    created = {calls}
+  end
+  touched = {calls}
+  if op == 'start' then
+    if not cur or index ~= ARGV[15] then
+      index, order = ARGV[15], ARGV[1] -- new or moved: last among the calls of its index
+    end
+    redis.call('HSET', calls, ARGV[14], n .. ' ' .. index .. ' ' .. order .. ' ' .. ARGV[16])
+  else
+    if not cur then
+      redis.call('HSET', calls, ARGV[14], n .. ' ' .. index .. ' ' .. order .. ' ' .. name)
+    end
+    local args = base .. 'args:' .. n
+    if not cur then
+      created[#created + 1] = args
+    end
+    redis.call('APPEND', args, ARGV[15])
+    touched[#touched + 1] = args
+  end
+elseif op == 'result' then
+  if ARGV[14] ~= '' then
+    redis.call('HSET', KEYS[1], 'result', ARGV[14])
+  end
+  if ARGV[15] ~= '' then
+    local list = base .. 'artifacts'
+    if redis.call('RPUSH', list, ARGV[15]) == 1 then
+      created = {list}
+    end
+    touched = {list}
+  end
+elseif op == 'usage' then
+  if ARGV[14] ~= '' then
+    local list = base .. 'usage'
+    if redis.call('RPUSH', list, ARGV[14]) == 1 then
+      created = {list}
+    end
+    touched = {list}
+  end
+elseif op == 'route' then
+  redis.call('HINCRBY', KEYS[1], 'attempts', 1)
+  redis.call('HSET', KEYS[1], 'route', ARGV[14])
+elseif op == 'completed' then
+  if ARGV[14] ~= '' then
+    redis.call('HSET', KEYS[1], 'finish_reason', ARGV[14])
+  end
+elseif op == 'failed' then
+  if ARGV[14] ~= '' then
+    redis.call('HSET', KEYS[1], 'error', ARGV[14])
+  end
+end
+for _, k in ipairs(created) do
+  redis.call('SADD', KEYS[3], k)
+end
+
 if ARGV[4] == '1' then
   redis.call('HSET', KEYS[1], 'terminal', '1')
-  -- Both keys get the same absolute expiry (time is frozen while a script runs), so
-  -- no reader ever sees one without the other.
+  -- Every key gets the same absolute expiry (time is frozen while a script runs), so
+  -- no reader ever sees one without the others.
+  for _, k in ipairs(redis.call('SMEMBERS', KEYS[3])) do
+    redis.call('PEXPIRE', k, ARGV[5])
+  end
   redis.call('PEXPIRE', KEYS[1], ARGV[5])
   redis.call('PEXPIRE', KEYS[2], ARGV[5])
+  redis.call('PEXPIRE', KEYS[3], ARGV[5])
   -- The terminal event also ends every WaitCancel.
   redis.call('PUBLISH', ARGV[8], 'terminal')
 elseif ARGV[6] ~= '0' then
   redis.call('PEXPIRE', KEYS[1], ARGV[6])
   redis.call('PEXPIRE', KEYS[2], ARGV[6])
+  redis.call('PEXPIRE', KEYS[3], ARGV[6])
+  for _, k in ipairs(touched) do
+    redis.call('PEXPIRE', k, ARGV[6])
+  end
 end
 redis.call('PUBLISH', ARGV[7], ARGV[1])
 return 0
+`)
+
+// snapshotScript reads an execution's status fields and folded output in one step, so
+// that the snapshot is that of one instant: the state after its last_sequence.
+//
+// KEYS: meta. ARGV: key base ('<prefix>{<id>}:').
+// Returns nil if the execution is unknown, else {last_sequence, state, finish_reason,
+// error, result, parts, calls, usage, artifacts}: parts as (index, type, text) triples,
+// calls as (call id, packed entry, arguments) triples, usage and artifacts as lists of
+// JSON arrays (see decodeSnapshot). Missing fields are nil.
+var snapshotScript = goredis.NewScript(`
+local m = redis.call('HMGET', KEYS[1], 'last_sequence', 'state', 'finish_reason', 'error', 'result')
+if not m[1] then
+  return false
+end
+local base = ARGV[1]
+local parts = redis.call('HGETALL', base .. 'parts')
+local out = {}
+for i = 1, #parts, 2 do
+  out[#out + 1] = parts[i]
+  out[#out + 1] = parts[i + 1]
+  out[#out + 1] = redis.call('GET', base .. 'text:' .. parts[i]) or ''
+end
+local calls = redis.call('HGETALL', base .. 'calls')
+local tc = {}
+for i = 1, #calls, 2 do
+  local n = string.match(calls[i + 1], '^(%d+) ')
+  tc[#tc + 1] = calls[i]
+  tc[#tc + 1] = calls[i + 1]
+  tc[#tc + 1] = redis.call('GET', base .. 'args:' .. n) or ''
+end
+return {m[1], m[2], m[3], m[4], m[5], out, tc,
+  redis.call('LRANGE', base .. 'usage', 0, -1),
+  redis.call('LRANGE', base .. 'artifacts', 0, -1)}
 `)
 
 // readScript returns stream entries from a first id on, in one step with the existence

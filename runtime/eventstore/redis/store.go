@@ -1,7 +1,7 @@
-// Package redis is the eventstore.Store for several replicas and restarts (CONTRACT §11):
-// every replica opens the same Redis, so any of them serves an execution's events,
-// status and cancellation while another one runs it, and a restarted replica finds
-// everything where it was.
+// Package redis is the eventstore.Store for several replicas and restarts (spec/events.md,
+// "EventStore"): every replica opens the same Redis, so any of them serves an
+// execution's events, status, result and cancellation while another one runs it, and a
+// restarted replica finds everything where it was.
 //
 // # Layout
 //
@@ -9,22 +9,36 @@
 // share the hash tag {<id>}, so they live in one Redis Cluster slot and one Lua script
 // may touch them all:
 //
-//	<prefix>{<id>}:meta     hash: created_at, updated_at, last_sequence, info,
-//	                        terminal, cancel_requested
-//	<prefix>{<id>}:events   stream: one entry per event, id <sequence>-0,
-//	                        fields type, timestamp, data
-//	<prefix>idem:<key>      hash: an idempotency reservation, expiring with its ttl
+//	<prefix>{<id>}:meta       hash: created_at, updated_at, last_sequence, info,
+//	                          terminal, cancel_requested, and the fold of the events:
+//	                          state, attempts, route (JSON), error (JSON),
+//	                          finish_reason, result, tool_calls (calls numbered so far)
+//	<prefix>{<id>}:events     stream: one entry per event, id <sequence>-0,
+//	                          fields type, timestamp, data
+//	<prefix>{<id>}:parts      hash: output index → part type
+//	<prefix>{<id>}:text:<i>   string: the text of output index i
+//	<prefix>{<id>}:calls      hash: call id → "<number> <index> <order> <name>"
+//	<prefix>{<id>}:args:<n>   string: the arguments of tool call number n
+//	<prefix>{<id>}:usage      list: the usage entries of each usage.reported (JSON)
+//	<prefix>{<id>}:artifacts  list: the artifacts of each output.result (JSON)
+//	<prefix>{<id>}:keys       set: the names of the keys above beyond meta and events
+//	<prefix>idem:<key>        hash: an idempotency reservation, expiring with its ttl
 //
 // and two pub/sub channels wake blocked callers: <prefix>{<id>}:wake (payload: the
-// appended sequence) and <prefix>{<id>}:cancel (payload: "cancel" or "terminal").
+// appended sequence) and <prefix>{<id>}:cancel (payload: "cancel" or "terminal"). The
+// keys after events exist once the fold has written to them.
 //
 // # Consistency
 //
-// Create, Append, Read, RequestCancel, Reserve and Release are each one Lua script:
-// check and write in one atomic step, whichever replica calls. Append checks that the
-// execution exists, is not terminal and that the sequence is the next one, then adds
-// the stream entry, updates the meta hash and publishes the wake-up; the explicit
-// entry id makes Redis itself keep the stream ordered by sequence. Times are stored as
+// Create, Append, Read, Snapshot, RequestCancel, Reserve and Release are each one Lua
+// script: check and write (or read) in one atomic step, whichever replica calls. Append
+// checks that the execution exists, is not terminal and that the sequence is the next
+// one, then adds the stream entry, updates the meta hash, folds the event into the
+// status fields and the snapshot keys and publishes the wake-up; the explicit entry id
+// makes Redis itself keep the stream ordered by sequence. The event's data is decoded
+// once, in Go, into simple operations the script applies with commands that cost what
+// the event adds (APPEND, HSET, RPUSH), never a rewrite of a growing value. So Get is
+// one HMGET and Snapshot one script, whatever the number of events. Times are stored as
 // RFC 3339 text with nanoseconds, so they read back as the same instants.
 //
 // go-redis sends a command again when its reply is lost (MaxRetries), and Redis may
@@ -35,11 +49,14 @@
 //
 // # Expiry
 //
-// The terminal event sets the retention (default 24h) on the execution's keys with
-// PEXPIRE; Redis removes them when it ends. An execution that never gets its terminal
-// event (its replica crashed, say) would otherwise stay forever, so every write to a
-// running execution also sets a long orphan ttl (default 7 days, see WithOrphanTTL):
-// a running execution disappears only after that long without any event. Reservations
+// The terminal event sets the retention (default 24h) on all the execution's keys (the
+// keys set lists those beyond meta and events) with PEXPIRE; Redis removes them when it
+// ends. An execution that never gets its terminal event (its replica crashed, say) would
+// otherwise stay forever, so every write to a running execution also sets a long orphan
+// ttl (default 7 days, see WithOrphanTTL): a running execution disappears only after
+// that long without any event. A snapshot key gets that ttl from the events that write
+// it, so one untouched for the whole orphan ttl could go before the execution ends: the
+// orphan ttl must exceed the longest execution, as WithOrphanTTL says. Reservations
 // expire by their own ttl. Durability is Redis's: executions outlive a restart of Redis
 // itself only if it persists (AOF or RDB).
 //
@@ -73,7 +90,8 @@ import (
 )
 
 const (
-	// DefaultRetention is how long a terminal execution is kept (CONTRACT §11).
+	// DefaultRetention is how long a terminal execution is kept (spec/events.md,
+	// "EventStore").
 	DefaultRetention = 24 * time.Hour
 	// DefaultKeyPrefix starts every key and channel of the store.
 	DefaultKeyPrefix = "switchboard:"
@@ -201,8 +219,10 @@ func newStore(client goredis.UniversalClient, c config) (*Store, error) {
 
 // Key and channel names. The hash tag keeps an execution's keys in one slot.
 
+func (s *Store) keyBase(id string) string       { return s.prefix + "{" + id + "}:" }
 func (s *Store) metaKey(id string) string       { return s.prefix + "{" + id + "}:meta" }
 func (s *Store) streamKey(id string) string     { return s.prefix + "{" + id + "}:events" }
+func (s *Store) keysKey(id string) string       { return s.prefix + "{" + id + "}:keys" }
 func (s *Store) wakeChannel(id string) string   { return s.prefix + "{" + id + "}:wake" }
 func (s *Store) cancelChannel(id string) string { return s.prefix + "{" + id + "}:cancel" }
 func (s *Store) reservationKey(k string) string { return s.prefix + "idem:" + k }
@@ -219,7 +239,8 @@ func (s *Store) Create(ctx context.Context, rec eventstore.Record) error {
 	if rec.Info != nil {
 		args = append(args, []byte(rec.Info))
 	}
-	created, err := createScript.Run(ctx, s.client, []string{s.metaKey(rec.ID), s.streamKey(rec.ID)}, args...).Int()
+	keys := []string{s.metaKey(rec.ID), s.streamKey(rec.ID), s.keysKey(rec.ID)}
+	created, err := createScript.Run(ctx, s.client, keys, args...).Int()
 	if err != nil {
 		return s.fail(err, "create execution %s", rec.ID)
 	}
@@ -242,13 +263,23 @@ func (s *Store) Append(ctx context.Context, ev protocol.Event) error {
 	if ev.Type.Terminal() {
 		terminal = "1"
 	}
-	args := make([]any, 0, 9)
-	args = append(args, strconv.FormatUint(ev.Sequence, 10), string(ev.Type), formatTime(ev.Timestamp),
-		terminal, s.retentionMS, s.orphanMS, s.wakeChannel(id), s.cancelChannel(id))
+	hasData := "0"
 	if ev.Data != nil {
-		args = append(args, []byte(ev.Data))
+		hasData = "1"
 	}
-	code, err := appendScript.Run(ctx, s.client, []string{s.metaKey(id), s.streamKey(id)}, args...).Int64()
+	fold, foldErr := foldArgs(ev)
+	if foldErr != nil {
+		// The script still makes the checks that come first, so that both stores
+		// answer alike; then it refuses the event.
+		fold = []any{"", opInvalid}
+	}
+	args := make([]any, 0, 11+len(fold))
+	args = append(args, strconv.FormatUint(ev.Sequence, 10), string(ev.Type), formatTime(ev.Timestamp),
+		terminal, s.retentionMS, s.orphanMS, s.wakeChannel(id), s.cancelChannel(id),
+		hasData, []byte(ev.Data), s.keyBase(id))
+	args = append(args, fold...)
+	keys := []string{s.metaKey(id), s.streamKey(id), s.keysKey(id)}
+	code, err := appendScript.Run(ctx, s.client, keys, args...).Int64()
 	switch {
 	case err != nil:
 		return s.fail(err, "append to %s", id)
@@ -256,6 +287,8 @@ func (s *Store) Append(ctx context.Context, ev protocol.Event) error {
 		return notFound(id)
 	case code == -2:
 		return fmt.Errorf("append to %s: %w", id, eventstore.ErrTerminated)
+	case code == -3:
+		return fmt.Errorf("append to %s: event %d (%s): %w: %w", id, ev.Sequence, ev.Type, eventstore.ErrInvalid, foldErr)
 	case code > 0:
 		return fmt.Errorf("append to %s: sequence %d, next is %d: %w", id, ev.Sequence, code, eventstore.ErrSequence)
 	}
@@ -267,8 +300,8 @@ func (s *Store) Get(ctx context.Context, id string) (eventstore.Status, error) {
 	if s.isClosed.Load() {
 		return eventstore.Status{}, eventstore.ErrClosed
 	}
-	vals, err := s.client.HMGet(ctx, s.metaKey(id),
-		"last_sequence", "created_at", "updated_at", "terminal", "cancel_requested", "info").Result()
+	vals, err := s.client.HMGet(ctx, s.metaKey(id), "last_sequence", "created_at", "updated_at",
+		"terminal", "cancel_requested", "info", "state", "attempts", "route", "error").Result()
 	if err != nil {
 		return eventstore.Status{}, s.fail(err, "get execution %s", id)
 	}
@@ -280,19 +313,52 @@ func (s *Store) Get(ctx context.Context, id string) (eventstore.Status, error) {
 		Record:          eventstore.Record{ID: id},
 		Terminal:        vals[3] != nil,
 		CancelRequested: vals[4] != nil,
+		State:           protocol.StatusAccepted,
 	}
 	if info, ok := vals[5].(string); ok {
 		st.Info = json.RawMessage(info)
+	}
+	if state, ok := vals[6].(string); ok {
+		st.State = protocol.Status(state)
 	}
 	if st.LastSequence, err = strconv.ParseUint(last, 10, 64); err == nil {
 		if st.CreatedAt, err = parseTime(vals[1]); err == nil {
 			st.UpdatedAt, err = parseTime(vals[2])
 		}
 	}
+	if attempts, ok := vals[7].(string); ok && err == nil {
+		st.Attempts, err = strconv.Atoi(attempts)
+	}
+	if route, ok := vals[8].(string); ok && err == nil {
+		err = json.Unmarshal([]byte(route), &st.Route)
+	}
+	if failure, ok := vals[9].(string); ok && err == nil {
+		err = json.Unmarshal([]byte(failure), &st.Error)
+	}
 	if err != nil {
 		return eventstore.Status{}, fmt.Errorf("get execution %s: corrupt meta hash: %w", id, err)
 	}
 	return st, nil
+}
+
+// Snapshot implements eventstore.Store: one script reads every folded field and key of
+// the execution at one instant.
+func (s *Store) Snapshot(ctx context.Context, id string) (protocol.Snapshot, error) {
+	if s.isClosed.Load() {
+		return protocol.Snapshot{}, eventstore.ErrClosed
+	}
+	reply, err := snapshotScript.Run(ctx, s.client, []string{s.metaKey(id)}, s.keyBase(id)).Slice()
+	if errors.Is(err, goredis.Nil) {
+		return protocol.Snapshot{}, notFound(id)
+	}
+	if err != nil {
+		return protocol.Snapshot{}, s.fail(err, "snapshot %s", id)
+	}
+	snap, err := decodeSnapshot(id, reply)
+	if err != nil {
+		return protocol.Snapshot{}, fmt.Errorf("snapshot %s: %w", id, err)
+	}
+	return snap, nil
 }
 
 // Read implements eventstore.Store.

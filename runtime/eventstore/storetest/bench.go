@@ -64,7 +64,7 @@ func BenchmarkAppend(b *testing.B, s eventstore.Store, expire func()) {
 		if seq == 1 {
 			if id != "" {
 				b.StopTimer()
-				end := protocol.Event{ExecutionID: id, Sequence: perExecution + 1, Type: protocol.EventCompleted}
+				end := protocol.Event{ExecutionID: id, Sequence: perExecution + 1, Type: protocol.EventCompleted, Data: json.RawMessage(`{}`)}
 				if err := s.Append(ctx, end); err != nil {
 					b.Fatal(err)
 				}
@@ -104,4 +104,104 @@ func BenchmarkRead20(b *testing.B, s eventstore.Store) {
 			b.Fatalf("Read: %d events, %v", len(evs), err)
 		}
 	}
+}
+
+// BenchmarkStatusAndResult measures the reads behind GET /v1/executions/{id} (Get) and
+// GET …/result (Snapshot) for a completed execution of 100 events and one of 100,000
+// events, almost all one-character text deltas (spec/http-api.md, "Status" and
+// "Result"). Both carry the same output, so what differs is the number of events only.
+// As the baseline, measured in the same run, it also times the read path before the
+// store folded events: every event read and folded by protocol.Materialize.
+//
+// Each read is a sub-benchmark; the last one, ratio, reports how much longer each read
+// takes at 100,000 events than at 100 (get-x-100k/100, result-x-100k/100 and, for the
+// baseline, fold-x-100k/100), which is about 1 for reads that cost O(1) in the number
+// of events.
+func BenchmarkStatusAndResult(b *testing.B, s eventstore.Store) {
+	ctx := context.Background()
+	const small, large = 100, 100_000
+	ids := map[int]string{}
+	for _, n := range []int{small, large} {
+		ids[n] = fmt.Sprintf("exe_bench_reads_%d", n)
+		if err := s.Create(ctx, eventstore.Record{ID: ids[n]}); err != nil {
+			b.Fatal(err)
+		}
+		for _, ev := range deltaExecution(ids[n], n, large-4) {
+			if err := s.Append(ctx, ev); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	reads := []struct {
+		name string
+		read func(id string) error
+	}{
+		{"get", func(id string) error { _, err := s.Get(ctx, id); return err }},
+		{"result", func(id string) error { _, err := s.Snapshot(ctx, id); return err }},
+		{"fold", func(id string) error {
+			evs, err := s.Read(ctx, id, 0, 0)
+			protocol.Materialize(id, evs)
+			return err
+		}},
+	}
+	nsPerRead := map[string]float64{}
+	for _, r := range reads {
+		for _, n := range []int{small, large} {
+			name := fmt.Sprintf("%s/%d", r.name, n)
+			b.Run(name, func(b *testing.B) {
+				b.ReportAllocs()
+				for b.Loop() {
+					if err := r.read(ids[n]); err != nil {
+						b.Fatal(err)
+					}
+				}
+				nsPerRead[name] = float64(b.Elapsed().Nanoseconds()) / float64(b.N)
+			})
+		}
+	}
+	b.Run("ratio", func(b *testing.B) {
+		for b.Loop() {
+		}
+		for _, r := range reads {
+			if base := nsPerRead[fmt.Sprintf("%s/%d", r.name, small)]; base > 0 {
+				b.ReportMetric(nsPerRead[fmt.Sprintf("%s/%d", r.name, large)]/base, r.name+"-x-100k/100")
+			}
+		}
+	})
+}
+
+// deltaExecution returns the events of a completed execution of n events: accepted,
+// route.selected, n-4 text deltas that together carry textBytes bytes, usage and
+// execution.completed.
+func deltaExecution(id string, n, textBytes int) []protocol.Event {
+	at := time.Date(2026, 12, 2, 13, 0, 0, 0, time.UTC)
+	type payload struct {
+		typ  protocol.EventType
+		data any
+	}
+	payloads := []payload{
+		{protocol.EventAccepted, protocol.AcceptedData{Ability: "chat", DeadlineAt: at.Add(time.Minute)}},
+		{protocol.EventRouteSelected, protocol.RouteSelectedData{Attempt: 1, Deployment: "ai/gpt-4o-mini", Provider: "openai", Model: "gpt-4o-mini"}},
+	}
+	deltas := n - 4
+	for i := range deltas {
+		size := textBytes / deltas
+		if i < textBytes%deltas {
+			size++ // spread the remainder
+		}
+		payloads = append(payloads, payload{protocol.EventOutputDelta, protocol.OutputDeltaData{Type: "text", Text: strings.Repeat("x", size)}})
+	}
+	payloads = append(payloads,
+		payload{protocol.EventUsageReported, protocol.UsageReportedData{Usage: []protocol.Usage{{Unit: protocol.UnitOutputTokens, Quantity: float64(deltas), Source: protocol.SourceProvider}}}},
+		payload{protocol.EventCompleted, protocol.CompletedData{FinishReason: "stop"}},
+	)
+	evs := make([]protocol.Event, len(payloads))
+	for i, p := range payloads {
+		data, err := json.Marshal(p.data)
+		if err != nil {
+			panic(err)
+		}
+		evs[i] = protocol.Event{ExecutionID: id, Sequence: uint64(i) + 1, Timestamp: at.Add(time.Duration(i) * time.Microsecond), Type: p.typ, Data: data}
+	}
+	return evs
 }

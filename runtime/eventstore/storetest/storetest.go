@@ -1,5 +1,7 @@
-// Package storetest is the conformance suite of eventstore.Store (CONTRACT §11): every
-// implementation runs it from its own tests, so all of them provide the same guarantees.
+// Package storetest is the conformance suite of eventstore.Store (spec/events.md,
+// "EventStore"): every implementation runs it from its own tests, so all of them provide
+// the same guarantees, including a result snapshot and status that always equal a fold
+// of the stored events (protocol.Materialize).
 //
 // An implementation's test supplies a factory for fresh harnesses:
 //

@@ -58,6 +58,9 @@ var tests = []struct {
 	{"CancelAfterTerminal", testCancelAfterTerminal},
 	{"ConcurrentTail", testConcurrentTail},
 	{"CopiesInAndOut", testCopies},
+	{"SnapshotFollowsEvents", testSnapshotFollowsEvents},
+	{"SnapshotRejectsUndecodableData", testSnapshotRejectsUndecodableData},
+	{"SnapshotCopies", testSnapshotCopies},
 	{"Close", testClose},
 }
 
@@ -67,7 +70,7 @@ func testCreateAndGet(t *testing.T, h Harness) {
 	if err := h.Store.Create(ctx, rec); err != nil {
 		t.Fatalf("Create: %v", err)
 	}
-	want := eventstore.Status{Record: rec, UpdatedAt: rec.CreatedAt}
+	want := eventstore.Status{Record: rec, UpdatedAt: rec.CreatedAt, State: protocol.StatusAccepted}
 	for name, s := range map[string]eventstore.Store{"store": h.Store, "peer": h.Peer} {
 		got, err := s.Get(ctx, rec.ID)
 		if err != nil {
@@ -75,6 +78,13 @@ func testCreateAndGet(t *testing.T, h Harness) {
 		}
 		if diff := cmp.Diff(want, got); diff != "" {
 			t.Errorf("%s: Get (-want +got):\n%s", name, diff)
+		}
+		snap, err := s.Snapshot(ctx, rec.ID)
+		if err != nil {
+			t.Fatalf("%s: Snapshot: %v", name, err)
+		}
+		if diff := cmp.Diff(protocol.NewSnapshot(rec.ID), snap, ignoreFold); diff != "" {
+			t.Errorf("%s: Snapshot before any event (-want +got):\n%s", name, diff)
 		}
 	}
 
@@ -138,6 +148,7 @@ func checkGone(t *testing.T, s eventstore.Store, id string) {
 	checks := map[string]error{}
 	_, checks["Get"] = s.Get(ctx, id)
 	_, checks["Read"] = s.Read(ctx, id, 0, 0)
+	_, checks["Snapshot"] = s.Snapshot(ctx, id)
 	checks["Append"] = s.Append(ctx, event(id, 1, protocol.EventAccepted))
 	checks["Wait"] = s.Wait(ctx, id, 0)
 	checks["RequestCancel"] = s.RequestCancel(ctx, id)
@@ -152,7 +163,7 @@ func checkGone(t *testing.T, s eventstore.Store, id string) {
 func testAppendInOrder(t *testing.T, h Harness) {
 	ctx := t.Context()
 	id := create(t, h.Store)
-	want := events(id, 1, 5, false)
+	want := events(id, 5, false)
 	for i, ev := range want {
 		// Alternate handles: the sequence is per execution, not per replica.
 		s := h.Store
@@ -182,7 +193,7 @@ func testAppendRejectsOutOfOrder(t *testing.T, h Harness) {
 	checkEvents(t, h.Store, fresh, nil)
 
 	id := create(t, h.Store)
-	stored := events(id, 1, 3, false)
+	stored := events(id, 3, false)
 	appendAll(t, h.Store, stored)
 	for _, tc := range []struct {
 		name string
@@ -240,14 +251,14 @@ func testRepeatedCalls(t *testing.T, h Harness) {
 			t.Errorf("Create of another record (%s) with the same id: got %v, want ErrExists", name, err)
 		}
 	}
-	want := eventstore.Status{Record: rec, UpdatedAt: rec.CreatedAt}
+	want := eventstore.Status{Record: rec, UpdatedAt: rec.CreatedAt, State: protocol.StatusAccepted}
 	if diff := cmp.Diff(want, status(t, h.Store, rec.ID)); diff != "" {
 		t.Errorf("Get after repeated Creates (-want +got):\n%s", diff)
 	}
 
 	id := rec.ID
-	evs := events(id, 1, 4, true)
-	noData := event(id, 2, protocol.EventOutputDelta)
+	evs := events(id, 4, true)
+	noData := event(id, 2, protocol.EventProgress)
 	noData.Data = nil
 	evs[1] = noData // a repeat must tell a missing payload from another one
 	for _, ev := range evs {
@@ -279,6 +290,7 @@ func testRepeatedCalls(t *testing.T, h Harness) {
 		}
 	}
 	checkEvents(t, h.Store, id, evs)
+	checkFold(t, h, id, 4) // the repeats folded nothing twice
 	if st := status(t, h.Peer, id); st.LastSequence != 4 || !st.Terminal || !st.UpdatedAt.Equal(evs[3].Timestamp) {
 		t.Errorf("Get after repeated appends: LastSequence %d, Terminal %v, UpdatedAt %v; want 4, true, %v",
 			st.LastSequence, st.Terminal, st.UpdatedAt, evs[3].Timestamp)
@@ -316,7 +328,7 @@ func testNothingAfterTerminal(t *testing.T, h Harness) {
 		t.Run(string(typ), func(t *testing.T) {
 			ctx := t.Context()
 			id := create(t, h.Store)
-			evs := events(id, 1, 3, false)
+			evs := events(id, 3, false)
 			evs = append(evs, event(id, 4, typ))
 			appendAll(t, h.Store, evs)
 			st := status(t, h.Peer, id)
@@ -348,7 +360,7 @@ func testNothingAfterTerminal(t *testing.T, h Harness) {
 func testReadAfterLimit(t *testing.T, h Harness) {
 	ctx := t.Context()
 	id := create(t, h.Store)
-	all := events(id, 1, 10, true)
+	all := events(id, 10, true)
 	appendAll(t, h.Store, all)
 	for _, tc := range []struct {
 		after      uint64
@@ -381,7 +393,7 @@ func testWaitReturnsWhenDataExists(t *testing.T, h Harness) {
 	ctx, cancel := context.WithTimeout(t.Context(), timeout)
 	defer cancel()
 	id := create(t, h.Store)
-	appendAll(t, h.Store, events(id, 1, 3, false))
+	appendAll(t, h.Store, events(id, 3, false))
 	for _, after := range []uint64{0, 1, 2} {
 		if err := h.Peer.Wait(ctx, id, after); err != nil {
 			t.Errorf("Wait(after %d) with 3 events: %v", after, err)
@@ -403,7 +415,7 @@ func testWaitWakesOnAppend(t *testing.T, h Harness) {
 	ctx, cancel := context.WithTimeout(t.Context(), timeout)
 	defer cancel()
 	id := create(t, h.Store)
-	appendAll(t, h.Store, events(id, 1, 2, false))
+	appendAll(t, h.Store, events(id, 2, false))
 	// Waiters past the next event must keep waiting when it arrives.
 	near := start(func() error { return h.Peer.Wait(ctx, id, 2) })
 	far := start(func() error { return h.Peer.Wait(ctx, id, 3) })
@@ -423,7 +435,7 @@ func testTerminalWakesEveryWaiter(t *testing.T, h Harness) {
 	ctx, cancel := context.WithTimeout(t.Context(), timeout)
 	defer cancel()
 	id := create(t, h.Store)
-	appendAll(t, h.Store, events(id, 1, 2, false))
+	appendAll(t, h.Store, events(id, 2, false))
 	var waiters []<-chan error
 	for i := range 10 {
 		s := h.Store
@@ -451,7 +463,7 @@ func testTerminalWakesEveryWaiter(t *testing.T, h Harness) {
 
 func testWaitHonoursContext(t *testing.T, h Harness) {
 	id := create(t, h.Store)
-	appendAll(t, h.Store, events(id, 1, 1, false))
+	appendAll(t, h.Store, events(id, 1, false))
 
 	ctx, cancel := context.WithCancel(t.Context())
 	wait := start(func() error { return h.Store.Wait(ctx, id, 1) })
@@ -475,9 +487,9 @@ func testWaitHonoursContext(t *testing.T, h Harness) {
 func testRetention(t *testing.T, h Harness) {
 	ctx := t.Context()
 	done := create(t, h.Store)
-	appendAll(t, h.Store, events(done, 1, 3, true))
+	appendAll(t, h.Store, events(done, 3, true))
 	running := create(t, h.Store)
-	appendAll(t, h.Store, events(running, 1, 3, false))
+	appendAll(t, h.Store, events(running, 3, false))
 	idle := create(t, h.Store)
 
 	h.Advance(h.Retention / 2)
@@ -486,13 +498,14 @@ func testRetention(t *testing.T, h Harness) {
 			t.Fatalf("Get %s within retention: %v", id, err)
 		}
 	}
-	checkEvents(t, h.Peer, done, events(done, 1, 3, true))
+	checkEvents(t, h.Peer, done, events(done, 3, true))
+	checkFold(t, h, done, 3)
 
 	h.Advance(h.Retention)
 	checkGone(t, h.Store, done)
 	checkGone(t, h.Peer, done)
 	// Only the terminal event starts the clock: running executions are never expired.
-	checkEvents(t, h.Peer, running, events(running, 1, 3, false))
+	checkEvents(t, h.Peer, running, events(running, 3, false))
 	if _, err := h.Peer.Get(ctx, idle); err != nil {
 		t.Errorf("Get execution without events after retention: %v", err)
 	}
@@ -586,7 +599,7 @@ func testCancelWakesWaiters(t *testing.T, h Harness) {
 	ctx, cancel := context.WithTimeout(t.Context(), timeout)
 	defer cancel()
 	id := create(t, h.Store)
-	appendAll(t, h.Store, events(id, 1, 2, false))
+	appendAll(t, h.Store, events(id, 2, false))
 	var waiters []<-chan error
 	for i := range 4 {
 		s := h.Store
@@ -627,14 +640,14 @@ func testCancelWakesWaiters(t *testing.T, h Harness) {
 	if err := h.Peer.RequestCancel(ctx, id); !errors.Is(err, eventstore.ErrTerminated) {
 		t.Errorf("RequestCancel after terminal: got %v, want ErrTerminated", err)
 	}
-	checkEvents(t, h.Store, id, append(events(id, 1, 2, false), event(id, 3, protocol.EventFailed)))
+	checkEvents(t, h.Store, id, append(events(id, 2, false), event(id, 3, protocol.EventFailed)))
 }
 
 func testCancelAfterTerminal(t *testing.T, h Harness) {
 	ctx, cancel := context.WithTimeout(t.Context(), timeout)
 	defer cancel()
 	id := create(t, h.Store)
-	appendAll(t, h.Store, events(id, 1, 2, false))
+	appendAll(t, h.Store, events(id, 2, false))
 	// A watcher ends by itself when the execution ends without a cancel.
 	w := start(func() error { return h.Peer.WaitCancel(ctx, id) })
 	assertBlocked(t, w)
@@ -703,7 +716,7 @@ func testConcurrentTail(t *testing.T, h Harness) {
 	// Readers that start before the writer, and a writer that yields, make most reads
 	// end in Wait rather than finding everything already stored.
 	started.Wait()
-	for _, ev := range events(id, 1, tailEvents, true) {
+	for _, ev := range events(id, tailEvents, true) {
 		if err := h.Store.Append(ctx, ev); err != nil {
 			t.Errorf("Append %d: %v", ev.Sequence, err)
 			break
@@ -733,8 +746,8 @@ func testCopies(t *testing.T, h Harness) {
 	}
 
 	id := rec.ID
-	want := events(id, 1, 3, false)
-	for _, ev := range events(id, 1, 3, false) {
+	want := events(id, 3, false)
+	for _, ev := range events(id, 3, false) {
 		if err := h.Store.Append(ctx, ev); err != nil {
 			t.Fatalf("Append: %v", err)
 		}
@@ -776,7 +789,7 @@ func testClose(t *testing.T, h Harness) {
 	ctx, cancel := context.WithTimeout(t.Context(), timeout)
 	defer cancel()
 	id := create(t, h.Store)
-	appendAll(t, h.Store, events(id, 1, 1, false))
+	appendAll(t, h.Store, events(id, 1, false))
 	wait := start(func() error { return h.Store.Wait(ctx, id, 1) })
 	waitCancel := start(func() error { return h.Store.WaitCancel(ctx, id) })
 	assertBlocked(t, wait, waitCancel)
@@ -791,6 +804,9 @@ func testClose(t *testing.T, h Harness) {
 	}
 	if _, err := h.Store.Get(ctx, id); !errors.Is(err, eventstore.ErrClosed) {
 		t.Errorf("Get after Close: got %v, want ErrClosed", err)
+	}
+	if _, err := h.Store.Snapshot(ctx, id); !errors.Is(err, eventstore.ErrClosed) {
+		t.Errorf("Snapshot after Close: got %v, want ErrClosed", err)
 	}
 	if err := h.Store.Append(ctx, event(id, 2, protocol.EventCompleted)); !errors.Is(err, eventstore.ErrClosed) {
 		t.Errorf("Append after Close: got %v, want ErrClosed", err)
@@ -867,11 +883,11 @@ func event(id string, seq uint64, typ protocol.EventType) protocol.Event {
 	}
 }
 
-// events returns events from..to of execution id: execution.accepted first, then text
+// events returns events 1..to of execution id: execution.accepted first, then text
 // deltas, and a terminal execution.completed last if terminal.
-func events(id string, from, to uint64, terminal bool) []protocol.Event {
+func events(id string, to uint64, terminal bool) []protocol.Event {
 	var evs []protocol.Event
-	for seq := from; seq <= to; seq++ {
+	for seq := uint64(1); seq <= to; seq++ {
 		typ := protocol.EventOutputDelta
 		switch {
 		case seq == 1:
