@@ -66,8 +66,13 @@ envtest-assets: ## Build kube-apiserver, etcd and kubectl for envtest (once; cac
 vet: ## Run go vet.
 	go vet ./...
 
+.PHONY: lint
+lint: ## Run golangci-lint (.golangci.yml); the pinned linter is built into bin/ once.
+	hack/lint.sh config verify
+	hack/lint.sh run $(LINT_FLAGS) ./...
+
 .PHONY: test
-test: verify vet envtest-assets ## Run every test (unit, envtest, end to end) after make verify.
+test: verify vet lint envtest-assets ## Run every test (unit, envtest, end to end) after make verify and lint.
 	go test -race $(GO_TEST_FLAGS) $(RACE_PKGS)
 	go test $(GO_TEST_FLAGS) $(PLAIN_PKGS)
 

@@ -274,7 +274,7 @@ func TestFollowStops(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	})
 	stop := errors.New("stop")
-	if err := c.Follow(context.Background(), "exe_1", 0, func(protocol.Event) error { return stop }); err != stop {
+	if err := c.Follow(context.Background(), "exe_1", 0, func(protocol.Event) error { return stop }); err != stop { //nolint:errorlint // Follow returns fn's error itself, unwrapped
 		t.Fatalf("fn error: %v", err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)

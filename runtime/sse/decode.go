@@ -163,7 +163,8 @@ func (d *Decoder) skipBOM() {
 			return // a read error resurfaces from readLine
 		}
 	}
-	d.r.Discard(len(utf8BOM))
+	// Discarding bytes that Peek has already buffered cannot fail, here and in readLine.
+	_, _ = d.r.Discard(len(utf8BOM))
 }
 
 // readLine returns the next line without its terminator. The result aliases the reader's
@@ -179,7 +180,7 @@ func (d *Decoder) readLine() ([]byte, error) {
 		if d.skipLF {
 			d.skipLF = false
 			if buf[0] == '\n' {
-				d.r.Discard(1)
+				_, _ = d.r.Discard(1)
 				continue
 			}
 		}
@@ -198,7 +199,7 @@ func (d *Decoder) readLine() ([]byte, error) {
 				return nil, ErrFrameTooLarge
 			}
 			d.line = append(d.line, buf...)
-			d.r.Discard(len(buf))
+			_, _ = d.r.Discard(len(buf))
 			continue
 		}
 		if d.frame+len(d.line)+end > d.max {
@@ -212,7 +213,7 @@ func (d *Decoder) readLine() ([]byte, error) {
 		// A CR may be the first half of a CRLF whose LF has not arrived yet; remember it
 		// instead of waiting for the next byte, which could block a live stream.
 		d.skipLF = buf[end] == '\r'
-		d.r.Discard(end + 1)
+		_, _ = d.r.Discard(end + 1)
 		return line, nil
 	}
 }

@@ -70,7 +70,7 @@ func FuzzDecode(f *testing.F) {
 	const limit = 64
 	f.Fuzz(func(t *testing.T, in []byte) {
 		ref := decodeAll(bytes.NewReader(in), WithMaxFrameSize(limit))
-		if ref.Err != io.EOF && !errors.Is(ref.Err, ErrFrameTooLarge) {
+		if ref.Err != io.EOF && !errors.Is(ref.Err, ErrFrameTooLarge) { //nolint:errorlint // io.EOF itself, unwrapped, as readers return it
 			t.Fatalf("unexpected error %v", ref.Err)
 		}
 		for _, ev := range ref.Events {
