@@ -285,7 +285,7 @@ func (e *Engine) create(ctx context.Context, id string, createdAt time.Time, req
 		req:        req,
 		route:      route,
 		deadlineAt: acc.DeadlineAt,
-		w:          writer{store: e.store, ctx: wctx, id: id, now: e.now, last: createdAt},
+		w:          writer{store: e.store, ctx: wctx, id: id, now: e.now, last: createdAt, limits: e.limits},
 		log:        log,
 	}
 	// execution.accepted carries the creation time, so that its timestamp and the

@@ -93,7 +93,7 @@ func TestHappyPath(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st := engine.StatusOf(rec, evs)
+	st := engine.StatusOf(rec)
 	wantStatus := protocol.ExecutionStatus{
 		ID: acc.ID, Ability: "chat", Status: protocol.StatusCompleted,
 		CreatedAt: acc.CreatedAt, UpdatedAt: evs[len(evs)-1].Timestamp, DeadlineAt: acc.DeadlineAt,
@@ -247,7 +247,7 @@ func TestFallback(t *testing.T) {
 			t.Fatalf("ended with %s", got)
 		}
 		rec, _ := h.Store.Get(t.Context(), evs[0].ExecutionID)
-		if st := engine.StatusOf(rec, evs); st.Attempts != 3 || st.Route.Deployment != "ai/c" {
+		if st := engine.StatusOf(rec); st.Attempts != 3 || st.Route.Deployment != "ai/c" {
 			t.Errorf("status attempts %d route %+v", st.Attempts, st.Route)
 		}
 	})

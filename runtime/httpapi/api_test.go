@@ -97,6 +97,7 @@ func TestRejectsBadRequests(t *testing.T) {
 	t.Run("oversized without length", func(t *testing.T) {
 		// A chunked body has no Content-Length: the limit applies while reading.
 		req, _ := http.NewRequest(http.MethodPost, e.srv.URL+"/v1/executions", struct{ *strings.Reader }{strings.NewReader(big)})
+		req.Header.Set("Content-Type", "application/json")
 		resp, err := e.srv.Client().Do(req)
 		if err != nil {
 			t.Fatal(err)

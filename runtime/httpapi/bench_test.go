@@ -38,6 +38,7 @@ func BenchmarkAccept(b *testing.B) {
 			i := 0
 			for b.Loop() {
 				req := httptest.NewRequest(http.MethodPost, "/v1/executions", bytes.NewReader(body))
+				req.Header.Set("Content-Type", "application/json")
 				if withKey {
 					req.Header.Set("Idempotency-Key", "bench-"+strconv.Itoa(i))
 					i++

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/switchboard-dev/switchboard/runtime/eventstore"
 	"github.com/switchboard-dev/switchboard/runtime/protocol"
@@ -17,9 +18,13 @@ import (
 // already written its response head must not return an error.
 type handlerFunc func(http.ResponseWriter, *http.Request) error
 
-// handle adapts an endpoint to http.Handler.
+// handle adapts an endpoint to http.Handler. The response must be written within the
+// write timeout, so a client that stops reading cannot hold the handler; an event
+// stream renews the deadline for every frame instead (frameWriter).
 func (s *server) handle(h handlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// A writer without deadlines (a test recorder) answers ErrNotSupported: fine.
+		_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(s.writeTimeout))
 		if err := h(w, r); err != nil {
 			s.writeError(w, r, err)
 		}
@@ -34,10 +39,10 @@ func (s *server) methodNotAllowed(allow string) http.Handler {
 	})
 }
 
-// statusError is a portable error answered with a status other than its code's own.
-// Its one use is 405: the contract's closed set has no code for it, so a wrong method on
-// a known path is answered 405 (with Allow) and code invalid_request — the one documented
-// exception to the code's status of 400 (spec/http-api.md, Errors).
+// statusError is a portable error answered with a status other than its code's own:
+// 405 for a wrong method on a known path (with Allow) and 415 for a body that is not
+// JSON. The closed set of codes has none for them, so both carry invalid_request — the
+// documented exceptions to that code's status of 400 (spec/http-api.md, "Errors").
 type statusError struct {
 	status int
 	err    *protocol.Error
@@ -55,6 +60,10 @@ var (
 	errKeyInvalid       = protocol.NewError(protocol.CodeInvalidRequest, "Idempotency-Key: must be one header of 1 to 255 visible ASCII characters, raw or as a quoted string")
 	errKeyReused        = protocol.NewError(protocol.CodeIdempotencyKeyReused, "Idempotency-Key: already used for a different request body")
 	errCursorInvalid    = protocol.NewError(protocol.CodeInvalidRequest, "cursor: after and Last-Event-ID must be one decimal event sequence each")
+	// errNotJSON refuses a POST body that is not declared application/json. Besides
+	// keeping the API to one media type, it stops cross-site form posts: a browser
+	// sends those without asking first, and never with this Content-Type.
+	errNotJSON = &statusError{http.StatusUnsupportedMediaType, protocol.NewError(protocol.CodeInvalidRequest, "Content-Type: the body must be application/json")}
 )
 
 // errInProgress answers a duplicate whose key's first request has neither created its

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/switchboard-dev/switchboard/runtime/eventstore"
-	"github.com/switchboard-dev/switchboard/runtime/protocol"
 	"github.com/switchboard-dev/switchboard/runtime/sse"
 )
 
@@ -21,9 +20,10 @@ const (
 	// memory (events can be large), however far behind it starts. A subscriber that
 	// keeps up reads one or two events per wake-up anyway.
 	replayBatch = 32
-	// pollPage bounds the events of one polling response; a poller continues with
-	// after=next_after.
-	pollPage = 1000
+	// pollPage and pollPageBytes bound one polling response (spec/events.md): events,
+	// and bytes of encoded events. A poller continues with after=next_after.
+	pollPage      = 1000
+	pollPageBytes = 4 << 20
 	// frameSize is the initial size of a stream's frame buffers; a typical envelope fits.
 	frameSize = 1024
 )
@@ -55,6 +55,11 @@ func (s *server) streamEvents(w http.ResponseWriter, r *http.Request) error {
 	}
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("X-Accel-Buffering", "no") // keep reverse proxies (nginx) from buffering frames
+	// A stream outlives the server's read timeout, which bounds reading a request (and
+	// would otherwise end the stream's context when it passes): lift it for this one.
+	if err := http.NewResponseController(w).SetReadDeadline(time.Time{}); err != nil && !errors.Is(err, http.ErrNotSupported) {
+		return err
+	}
 	w.WriteHeader(http.StatusOK)
 	if r.Method == http.MethodHead {
 		return nil
@@ -218,32 +223,51 @@ func isWriteError(err error) bool {
 	return errors.As(err, &ne)
 }
 
-// pollEvents answers the polling form: at most pollPage events after the cursor, the
-// cursor to continue from, and whether the stream is over (the page holds the terminal
-// event, or the execution is terminal and nothing is newer than the cursor). It never
-// waits.
+// pollEvents answers the polling form: the events after the cursor, at most pollPage of
+// them and pollPageBytes of encoded envelopes (always at least one event when any is
+// newer: one event's data is at most protocol.MaxEventBytes), the cursor to continue
+// from, and whether the stream is over (the page holds the terminal event, or the
+// execution is terminal and nothing is newer than the cursor). It never waits.
+//
+// Events are read in batches that shrink as large events arrive, so a page of large
+// events is not held in memory many times over before it is cut.
 func (s *server) pollEvents(w http.ResponseWriter, r *http.Request, id string, after uint64, terminal bool, last uint64) error {
-	events, err := s.store.Read(r.Context(), id, after, pollPage)
-	if err != nil {
-		return err
+	body := append(make([]byte, 0, frameSize), `{"events":[`...)
+	cursor, count, ended := after, 0, false
+	batch, largest := replayBatch, 0
+	for count < pollPage && !ended {
+		events, err := s.store.Read(r.Context(), id, cursor, min(batch, pollPage-count))
+		if err != nil {
+			return err
+		}
+		full := false
+		for i := range events {
+			start := len(body)
+			if count > 0 {
+				body = append(body, ',')
+			}
+			body = appendEnvelope(body, &events[i])
+			size := len(body) - start
+			if count > 0 && len(body) > pollPageBytes {
+				body, full = body[:start], true
+				break
+			}
+			largest = max(largest, size)
+			cursor, count = events[i].Sequence, count+1
+			ended = events[i].Type.Terminal()
+		}
+		if full || len(events) < batch {
+			break
+		}
+		batch = max(1, min(replayBatch, (pollPageBytes-len(body))/max(largest, 1)))
 	}
-	page := eventPage{Events: events, NextAfter: after}
-	if n := len(events); n > 0 {
-		page.NextAfter = events[n-1].Sequence
-		page.Terminal = events[n-1].Type.Terminal()
-	} else {
-		page.Events = []protocol.Event{}
-	}
-	page.Terminal = page.Terminal || (terminal && page.NextAfter >= last)
-	writeJSON(w, http.StatusOK, page)
+	ended = ended || (terminal && cursor >= last)
+	body = append(body, `],"next_after":`...)
+	body = strconv.AppendUint(body, cursor, 10)
+	body = append(body, `,"terminal":`...)
+	body = strconv.AppendBool(body, ended)
+	writeJSONBytes(w, http.StatusOK, append(body, '}'))
 	return nil
-}
-
-// eventPage is the polling response body.
-type eventPage struct {
-	Events    []protocol.Event `json:"events"`
-	NextAfter uint64           `json:"next_after"`
-	Terminal  bool             `json:"terminal"`
 }
 
 // eventCursor returns the cursor of an events request: the after query parameter or the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"mime"
 	"net/http"
 	"net/url"
 	"time"
@@ -18,6 +19,9 @@ import (
 // answers there, whatever the routing table says now), then routing inside
 // engine.Submit, then creation. Nothing reaches a provider before all of them pass.
 func (s *server) createExecution(w http.ResponseWriter, r *http.Request) error {
+	if !isJSON(r.Header) {
+		return errNotJSON
+	}
 	body, err := s.readBody(w, r)
 	if err != nil {
 		return err
@@ -152,29 +156,27 @@ func (s *server) getExecution(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// status builds an execution's status. The record is read before the events, as
-// engine.StatusOf expects, so the events are at least as new as the record.
+// status builds an execution's status from one store read: the store folds the events
+// as it records them, so the cost does not grow with their number (spec/http-api.md,
+// "Status").
 func (s *server) status(ctx context.Context, id string) (protocol.ExecutionStatus, error) {
-	rec, err := s.store.Get(ctx, id)
+	st, err := s.store.Get(ctx, id)
 	if err != nil {
 		return protocol.ExecutionStatus{}, err
 	}
-	events, err := s.store.Read(ctx, id, 0, 0)
-	if err != nil {
-		return protocol.ExecutionStatus{}, err
-	}
-	return engine.StatusOf(rec, events), nil
+	return engine.StatusOf(st), nil
 }
 
-// getResult is GET /v1/executions/{id}/result: the snapshot of the events so far,
-// folded by the same function the Go client uses.
+// getResult is GET /v1/executions/{id}/result: the snapshot of the events so far, as
+// protocol.Materialize (the Go client's fold) makes it, kept up to date by the store as
+// it records them, so a read costs the size of the output, not the number of events
+// (spec/http-api.md, "Result").
 func (s *server) getResult(w http.ResponseWriter, r *http.Request) error {
-	id := r.PathValue("id")
-	events, err := s.store.Read(r.Context(), id, 0, 0)
+	snap, err := s.store.Snapshot(r.Context(), r.PathValue("id"))
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, protocol.Materialize(id, events))
+	writeJSON(w, http.StatusOK, snap)
 	return nil
 }
 
@@ -185,6 +187,11 @@ func (s *server) getResult(w http.ResponseWriter, r *http.Request) error {
 // as it is after the request; cancellation itself completes asynchronously
 // (execution.failed, cancelled).
 func (s *server) cancelExecution(w http.ResponseWriter, r *http.Request) error {
+	// Cancel takes no body; one that comes anyway, or any declared Content-Type, must be
+	// JSON, so that a cross-site form post cannot cancel an execution.
+	if (r.ContentLength != 0 || len(r.Header.Values("Content-Type")) > 0) && !isJSON(r.Header) {
+		return errNotJSON
+	}
 	id := r.PathValue("id")
 	// A cancel that reached the store must not be half done because the caller left.
 	ctx := context.WithoutCancel(r.Context())
@@ -202,4 +209,15 @@ func (s *server) cancelExecution(w http.ResponseWriter, r *http.Request) error {
 	}
 	writeJSON(w, code, st)
 	return nil
+}
+
+// isJSON reports whether the request declares exactly one Content-Type, and it is
+// application/json (parameters such as charset allowed).
+func isJSON(h http.Header) bool {
+	vals := h.Values("Content-Type")
+	if len(vals) != 1 {
+		return false
+	}
+	mt, _, err := mime.ParseMediaType(vals[0])
+	return err == nil && mt == "application/json"
 }

@@ -270,7 +270,8 @@ type response struct {
 	body   string
 }
 
-// do sends a request; headers are name, value pairs.
+// do sends a request; headers are name, value pairs. A POST with a body is declared
+// application/json (as is every submission) unless headers give a Content-Type.
 func (e *env) do(t testing.TB, method, path, body string, headers ...string) response {
 	t.Helper()
 	var rd io.Reader
@@ -283,6 +284,9 @@ func (e *env) do(t testing.TB, method, path, body string, headers ...string) res
 	}
 	for i := 0; i+1 < len(headers); i += 2 {
 		req.Header.Add(headers[i], headers[i+1])
+	}
+	if method == http.MethodPost && (body != "" || path == "/v1/executions") && req.Header.Get("Content-Type") == "" {
+		req.Header.Set("Content-Type", "application/json")
 	}
 	resp, err := e.srv.Client().Do(req)
 	if err != nil {

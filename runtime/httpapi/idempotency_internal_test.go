@@ -113,6 +113,7 @@ const idemBody = `{"ability":"chat","input":[{"type":"text","text":"hi"}]}`
 
 func post(s *server, body, key string) *httptest.ResponseRecorder {
 	req := httptest.NewRequest(http.MethodPost, "/v1/executions", strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Idempotency-Key", key)
 	rec := httptest.NewRecorder()
 	s.mux.ServeHTTP(rec, req)

@@ -23,6 +23,9 @@ type Harness struct {
 	Engine *engine.Engine
 	// Store is the engine's store.
 	Store *memory.Store
+	// Table publishes the engine's routing table; a test may store a new table to
+	// change what the next attempt sees (a rotated credential, say).
+	Table *routing.Holder
 
 	t testing.TB
 }
@@ -47,6 +50,7 @@ func NewHarnessWithStore(t testing.TB, cfg engine.Config, wrap func(eventstore.S
 	}
 	cfg.Table = new(routing.Holder)
 	cfg.Table.Store(routing.NewTable(deployments))
+	h.Table = cfg.Table
 	h.Engine = engine.New(cfg)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
