@@ -55,11 +55,16 @@ show "streamed text (the first model answers 503, the runtime falls back)" "$id"
 id=$(submit '{"ability":"chat","input":[{"type":"text","text":"Weather in Paris?"},{"type":"tool","name":"get_weather","description":"Current weather","parameters":{"type":"object","properties":{"city":{"type":"string"}}}}]}')
 show "tool call" "$id"
 
-id=$(submit '{"ability":"text-to-image","input":[{"type":"text","text":"a lighthouse at dawn"}]}')
-show "asynchronous image job" "$id"
+id=$(submit '{"ability":"text-to-image","input":[{"type":"text","text":"a lighthouse at dawn"}],"extensions":{"replicate.input":{"aspect_ratio":"16:9","seed":7}}}')
+show "asynchronous image job (model parameters the deployment allows)" "$id"
 
 echo
 echo "==> an image part with no vision model is refused before anything runs:"
-curl -sS -X POST "http://$API/v1/executions" -d '{"ability":"chat","input":[{"type":"image","media_type":"image/png","data":"aGk="}]}'
+curl -sS -X POST "http://$API/v1/executions" -H 'Content-Type: application/json' \
+  -d '{"ability":"chat","input":[{"type":"image","media_type":"image/png","data":"aGk="}]}'
+echo
+echo "==> a model parameter the deployment does not allow is refused before anything runs:"
+curl -sS -X POST "http://$API/v1/executions" -H 'Content-Type: application/json' \
+  -d '{"ability":"text-to-image","input":[{"type":"text","text":"a lighthouse"}],"extensions":{"replicate.input":{"num_inference_steps":50}}}'
 echo
 echo "==> done; stopping"

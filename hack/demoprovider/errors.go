@@ -46,7 +46,7 @@ func writeJSON(w http.ResponseWriter, status int, contentType string, v any) {
 		h.Set("Retry-After", "1")
 	}
 	w.WriteHeader(status)
-	w.Write(b)
+	_, _ = w.Write(b) // a client that went away needs no answer
 }
 
 // openAIError writes OpenAI's error body:

@@ -66,7 +66,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return errors.New("--job-duration must be positive")
 	}
 
-	var handler http.Handler = newServer(config{
+	handler := newServer(config{
 		Chunks: *chunks, Delay: *delay, SlowDelay: *slowDelay,
 		APIKey: *apiKey, JobDuration: *jobDuration,
 	})

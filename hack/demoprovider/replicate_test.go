@@ -32,10 +32,10 @@ type predictionJSON struct {
 var replicateInput = map[string]any{"input": map[string]any{"prompt": "a lighthouse"}}
 
 // create posts a prediction for model owner/name and returns it.
-func (ts *testServer) create(t *testing.T, model string, kv ...string) predictionJSON {
+func (ts *testServer) create(t *testing.T, model string) predictionJSON {
 	t.Helper()
 	var p predictionJSON
-	decodeJSON(t, ts.do(t, "POST", "/replicate/v1/models/"+model+"/predictions", replicateInput, kv...), http.StatusCreated, &p)
+	decodeJSON(t, ts.do(t, "POST", "/replicate/v1/models/"+model+"/predictions", replicateInput), http.StatusCreated, &p)
 	return p
 }
 

@@ -273,7 +273,7 @@ func TestSlowPacesEveryPiece(t *testing.T) {
 
 	start = time.Now()
 	resp = ts.do(t, "POST", "/anthropic/v1/messages", anthropicBody("claude-slow", false, nil), anthropicVersion...)
-	io.Copy(io.Discard, resp.Body)
+	_, _ = io.Copy(io.Discard, resp.Body)
 	if elapsed := time.Since(start); elapsed < 3*slow || resp.StatusCode != http.StatusOK {
 		t.Errorf("slow non-streaming answer: status %d after %s, want ≥ %s", resp.StatusCode, elapsed, 3*slow)
 	}

@@ -88,7 +88,7 @@ func newServer(cfg config) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		io.WriteString(w, "ok\n")
+		_, _ = io.WriteString(w, "ok\n")
 	})
 	mux.HandleFunc("POST /openai/v1/chat/completions", s.openAIChat)
 	mux.HandleFunc("POST /anthropic/v1/messages", s.anthropicMessages)

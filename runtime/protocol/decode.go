@@ -399,8 +399,8 @@ func (d *requestDecoder) extensions(r *Request) error {
 		}
 		d.peek()
 		valueStart := d.pos
-		if !spec.accepts(&d.jsonCursor) {
-			return violation(pExtensionVal, rExtensionValue)
+		if broken := spec.check(&d.jsonCursor); broken != "" {
+			return violation(pExtensionVal, broken)
 		}
 		ext[string(key)] = slices.Clone(d.data[valueStart:d.pos])
 		return nil

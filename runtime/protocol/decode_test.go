@@ -188,15 +188,18 @@ func TestExtensionRegistry(t *testing.T) {
 	}
 	for _, k := range []string{
 		"openai.reasoning_effort", "openai.temperature", "openai.top_p", "openai.max_completion_tokens",
-		"openai.seed", "anthropic.max_tokens", "anthropic.temperature", "anthropic.top_k", "replicate.version",
+		"openai.seed", "anthropic.max_tokens", "anthropic.temperature", "anthropic.top_k", "replicate.input",
 	} {
 		if !keys[k] {
 			t.Errorf("%s is not documented", k)
 		}
 	}
-	// It would carry URLs: must stay out of the registry.
-	if _, ok := protocol.LookupExtension("replicate.webhook_events_filter"); ok {
-		t.Errorf("replicate.webhook_events_filter is documented")
+	// The webhook settings would carry URLs, and no request may choose the model or
+	// version: these must stay out of the registry.
+	for _, k := range []string{"replicate.webhook_events_filter", "replicate.version"} {
+		if _, ok := protocol.LookupExtension(k); ok {
+			t.Errorf("%s is documented", k)
+		}
 	}
 }
 

@@ -1,11 +1,15 @@
 package protocol
 
 import (
+	"encoding/json"
 	"math"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/invopop/jsonschema"
 )
 
 // Extension value types.
@@ -13,18 +17,41 @@ const (
 	ExtensionString  = "string"
 	ExtensionNumber  = "number"
 	ExtensionInteger = "integer"
+	// ExtensionObject is an object of model parameters: at most MaxParameters names
+	// matching ParameterNamePattern, each with a scalar value (see ParameterValue).
+	ExtensionObject = "object"
+)
+
+// Bounds of an ExtensionObject value. A parameter value is a boolean, a number of
+// magnitude at most 1e308 (so it is finite in every JSON parser), or a string of at most
+// MaxParameterValueLength characters that is neither a URL (it contains "://") nor a
+// data URI: media and files reach a model only through input parts, which routing
+// matches against the deployment's declared capabilities.
+const (
+	// MaxParameters bounds the parameters of an ExtensionObject value.
+	MaxParameters = 32
+	// MaxParameterValueLength bounds a string parameter value, in characters.
+	MaxParameterValueLength = 4096
+	// ParameterNamePattern is the grammar of a parameter name.
+	ParameterNamePattern = `^[A-Za-z_][A-Za-z0-9_]{0,63}$`
+	// urlValuePattern and dataURIPattern find the string values that are refused. Both
+	// are in the common subset of RE2 and ECMA-262, for the decoder and the schema.
+	urlValuePattern = `://`
+	dataURIPattern  = `^[\t\n\r ]*[Dd][Aa][Tt][Aa]:`
+	// maxParameterExponent: |number| ≤ 10^maxParameterExponent.
+	maxParameterExponent = 308
 )
 
 // ExtensionSpec documents one request extension key that a bundled adapter reads
-// (CONTRACT §4.1, §9). DecodeRequest accepts only documented keys, and only values of the
-// documented type and range, so a bad value fails at submission rather than mid-attempt.
-// Adapter READMEs list the same keys.
+// (spec/http-api.md, "Request"). DecodeRequest accepts only documented keys, and only
+// values of the documented type and range, so a bad value fails at submission rather
+// than mid-attempt. Adapter READMEs list the same keys.
 type ExtensionSpec struct {
 	// Key is the extension key, "<provider>.<field>".
 	Key string
 	// Source is the provider API field the adapter passes the value to.
 	Source string
-	// Type is ExtensionString, ExtensionNumber or ExtensionInteger.
+	// Type is ExtensionString, ExtensionNumber, ExtensionInteger or ExtensionObject.
 	Type string
 	// Minimum and Maximum bound number and integer values, inclusive.
 	Minimum, Maximum int64
@@ -37,8 +64,9 @@ type ExtensionSpec struct {
 }
 
 // documentedExtensions is the registry. Values are options only: nothing here can add a
-// tool, change a core field or carry a credential, and nothing takes a URL (which is why,
-// for instance, replicate's webhook settings are absent).
+// tool, change a core field, choose the model, version or endpoint, or carry a
+// credential, and nothing takes a URL (which is why, for instance, replicate's webhook
+// settings are absent).
 var documentedExtensions = []ExtensionSpec{
 	// Reasoning effort (low, medium, ...); a pattern, not a list, as OpenAI adds values.
 	{Key: "openai.reasoning_effort", Source: "reasoning_effort", Type: ExtensionString, MaxLength: 16, Pattern: `^[a-z]+$`},
@@ -56,9 +84,24 @@ var documentedExtensions = []ExtensionSpec{
 	{Key: "anthropic.temperature", Source: "temperature", Type: ExtensionNumber, Minimum: 0, Maximum: 1},
 	// Sample only from the k most likely tokens.
 	{Key: "anthropic.top_k", Source: "top_k", Type: ExtensionInteger, Minimum: 0, Maximum: math.MaxInt32},
-	// Model version to run, when the deployment's model does not pin one.
-	{Key: "replicate.version", Source: "version", Type: ExtensionString, MaxLength: 256, Pattern: `^[A-Za-z0-9][A-Za-z0-9._/:-]*$`},
+	// Model parameters (aspect ratio, steps, seed, ...). The adapter sends only names the
+	// deployment allows (spec/modeldeployments.md, "Allowed parameters") and never lets
+	// one replace the prompt or a media input; the model and version come from the
+	// deployment alone.
+	{Key: "replicate.input", Source: "input", Type: ExtensionObject},
 }
+
+var (
+	parameterNameRE = regexp.MustCompile(ParameterNamePattern)
+	urlValueRE      = regexp.MustCompile(urlValuePattern)
+	dataURIRE       = regexp.MustCompile(dataURIPattern)
+
+	rParameterCount = newRule("must hold at most " + strconv.Itoa(MaxParameters) + " parameters")
+	rParameterName  = newRule("parameter names must match " + ParameterNamePattern)
+	rParameterValue = newRule("parameter values must be booleans, numbers from -1e" + strconv.Itoa(maxParameterExponent) +
+		" to 1e" + strconv.Itoa(maxParameterExponent) + ", or strings of at most " + strconv.Itoa(MaxParameterValueLength) +
+		" characters that are neither URLs nor data URIs")
+)
 
 var extensionIndex = func() map[string]int {
 	m := make(map[string]int, len(documentedExtensions))
@@ -96,26 +139,166 @@ func lookupExtension(key string) (*ExtensionSpec, bool) {
 	return &documentedExtensions[i], true
 }
 
-// accepts consumes the value at the cursor and reports whether it has the documented
-// type and range.
-func (s *ExtensionSpec) accepts(c *jsonCursor) bool {
+// Valid reports whether raw is one JSON value of the documented type and range, exactly
+// as DecodeRequest checks it. Adapters use it to re-check values of requests that may
+// not have come through DecodeRequest.
+func (s ExtensionSpec) Valid(raw json.RawMessage) bool {
+	if !json.Valid(raw) {
+		return false
+	}
+	c := jsonCursor{data: raw}
+	return s.check(&c) == "" && c.peek() == 0
+}
+
+// check consumes the value at the cursor and returns the rule it breaks, or "" when it
+// has the documented type and range.
+func (s *ExtensionSpec) check(c *jsonCursor) rule {
 	b := c.peek()
 	switch s.Type {
 	case ExtensionString:
 		if b != '"' {
-			return false
+			return rExtensionValue
 		}
 		v := c.str()
-		return utf8.RuneCountInString(v) <= s.MaxLength && (s.re == nil || s.re.MatchString(v))
+		if utf8.RuneCountInString(v) > s.MaxLength || (s.re != nil && !s.re.MatchString(v)) {
+			return rExtensionValue
+		}
+		return ""
 	case ExtensionNumber, ExtensionInteger:
 		if !isNumberStart(b) {
-			return false
+			return rExtensionValue
 		}
 		n := parseExactNumber(c.number())
-		if s.Type == ExtensionInteger && !n.integral() {
-			return false
+		if (s.Type == ExtensionInteger && !n.integral()) || !n.within(s.Minimum, s.Maximum) {
+			return rExtensionValue
 		}
-		return n.within(s.Minimum, s.Maximum)
+		return ""
+	case ExtensionObject:
+		return checkParameters(c)
 	}
-	return false
+	return rExtensionValue
+}
+
+// checkParameters consumes an ExtensionObject value. Like every object in a request, it
+// may not repeat a name.
+func checkParameters(c *jsonCursor) rule {
+	if c.peek() != '{' {
+		return rObject
+	}
+	var (
+		names keySet
+		n     int
+		bad   rule
+	)
+	_ = c.members(func(name []byte) error {
+		switch n++; {
+		case !names.add(name):
+			bad = rDuplicateKey
+		case n > MaxParameters:
+			bad = rParameterCount
+		case !parameterNameRE.Match(name):
+			bad = rParameterName
+		case !parameterValue(c):
+			bad = rParameterValue
+		default:
+			return nil
+		}
+		return errStop
+	})
+	return bad
+}
+
+// parameterValue consumes one parameter value and reports whether it is allowed.
+func parameterValue(c *jsonCursor) bool {
+	switch b := c.peek(); {
+	case b == 't' || b == 'f':
+		return c.skip()
+	case b == '"':
+		v := c.str()
+		return utf8.RuneCountInString(v) <= MaxParameterValueLength && !urlValueRE.MatchString(v) && !dataURIRE.MatchString(v)
+	case isNumberStart(b):
+		return magnitudeAtMost(c.number(), maxParameterExponent)
+	}
+	return false // null, an array or an object
+}
+
+// magnitudeAtMost reports whether the number literal's absolute value is at most
+// 10^exp, exactly (as JSON Schema compares numbers), without converting it to a float.
+func magnitudeAtMost(lit []byte, exp int) bool {
+	i := 0
+	if lit[0] == '-' {
+		i++
+	}
+	intStart := i
+	for i < len(lit) && lit[i] >= '0' && lit[i] <= '9' {
+		i++
+	}
+	intDigits := lit[intStart:i]
+	var fracDigits []byte
+	if i < len(lit) && lit[i] == '.' {
+		i++
+		fracStart := i
+		for i < len(lit) && lit[i] >= '0' && lit[i] <= '9' {
+			i++
+		}
+		fracDigits = lit[fracStart:i]
+	}
+	e := 0
+	if i < len(lit) && (lit[i] == 'e' || lit[i] == 'E') {
+		i++
+		neg := false
+		if lit[i] == '+' || lit[i] == '-' {
+			neg = lit[i] == '-'
+			i++
+		}
+		for ; i < len(lit); i++ {
+			if e < 1_000_000_000 { // saturate far beyond any digit count a body can hold
+				e = e*10 + int(lit[i]-'0')
+			}
+		}
+		if neg {
+			e = -e
+		}
+	}
+	// The significand's digits are intDigits then fracDigits.
+	digit := func(k int) byte {
+		if k < len(intDigits) {
+			return intDigits[k]
+		}
+		return fracDigits[k-len(intDigits)]
+	}
+	first, last := -1, -1
+	for k := 0; k < len(intDigits)+len(fracDigits); k++ {
+		if digit(k) != '0' {
+			if first < 0 {
+				first = k
+			}
+			last = k
+		}
+	}
+	if first < 0 {
+		return true // zero
+	}
+	// The value is in [10^(order-1), 10^order); it is 10^exp exactly when its only
+	// significant digit is a 1 of that order.
+	order := len(intDigits) + e - first
+	return order <= exp || (order == exp+1 && first == last && digit(first) == '1')
+}
+
+// parametersSchema completes out, the schema of an ExtensionObject value, from the same
+// constants and patterns checkParameters uses.
+func parametersSchema(out *jsonschema.Schema) *jsonschema.Schema {
+	out.MaxProperties = schemaCount(MaxParameters)
+	out.PropertyNames = &jsonschema.Schema{Pattern: ParameterNamePattern}
+	limit := json.Number("1e" + strconv.Itoa(maxParameterExponent))
+	out.AdditionalProperties = &jsonschema.Schema{AnyOf: []*jsonschema.Schema{
+		{Type: "boolean"},
+		{Type: "number", Minimum: "-" + limit, Maximum: limit},
+		{
+			Type:      "string",
+			MaxLength: schemaCount(MaxParameterValueLength),
+			Not:       &jsonschema.Schema{AnyOf: []*jsonschema.Schema{{Pattern: urlValuePattern}, {Pattern: dataURIPattern}}},
+		},
+	}}
+	return out
 }

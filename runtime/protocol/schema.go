@@ -54,6 +54,9 @@ func (Request) JSONSchemaExtend(s *jsonschema.Schema) {
 // schema is the JSON Schema of the extension's value.
 func (s *ExtensionSpec) schema() *jsonschema.Schema {
 	out := &jsonschema.Schema{Type: s.Type, Description: "Passed to the provider's " + s.Source + " field."}
+	if s.Type == ExtensionObject {
+		return parametersSchema(out)
+	}
 	if s.Type == ExtensionString {
 		out.MaxLength = schemaCount(s.MaxLength)
 		out.Pattern = s.Pattern

@@ -92,11 +92,20 @@ type adapter struct {
 
 var _ engine.Adapter = (*adapter)(nil)
 
-// Factory builds the adapter for a deployment with the default HTTP client; register it
-// for Provider in engine.Config.Providers.
+// Factory builds the adapter for a deployment with the default HTTP client; Register
+// installs it.
 func Factory(d *routing.Deployment) (engine.Adapter, error) { return New(d) }
 
 var _ engine.Factory = Factory
+
+// Register adds the adapter for Provider, built with opts, to m
+// (engine.Config.Providers), with CanEncode as its routing-time check.
+func Register(m map[string]engine.Provider, opts ...Option) {
+	m[Provider] = engine.Provider{
+		New:       func(d *routing.Deployment) (engine.Adapter, error) { return New(d, opts...) },
+		CanEncode: CanEncode,
+	}
+}
 
 // New returns the adapter for d. It fails with provider_rejected when d cannot be served:
 // another provider, no model, no credential, or an endpoint that is not an absolute
@@ -142,21 +151,23 @@ func rejected(msg string) *protocol.Error {
 }
 
 // Execute implements engine.Adapter: one Messages API call, streamed when the deployment
-// declares streaming.
+// declares streaming. A request it refuses (CanEncode's refusals) is returned as an
+// engine.NotSent error before anything is sent.
 func (a *adapter) Execute(ctx context.Context, at engine.Attempt, emit engine.Emitter) (engine.Outcome, error) {
 	log := a.logger(ctx)
 	if at.Request == nil {
-		return engine.Outcome{}, protocol.NewError(protocol.CodeInvalidRequest, "request is missing")
+		return engine.Outcome{}, engine.NotSent(invalid(msgMissing))
 	}
 	stream := a.caps.Has(routing.CapsOf(protocol.CapStreaming))
 	body, perr := buildRequest(at.Request, a.model, a.caps, stream)
 	if perr != nil {
-		return engine.Outcome{}, perr
+		return engine.Outcome{}, engine.NotSent(perr)
 	}
 	payload, err := json.Marshal(body)
 	if err != nil {
-		// Every field is a string, number or already-valid JSON; this is a bug.
-		return engine.Outcome{}, err
+		// Only raw JSON from a request built past DecodeRequest (a json part, tool
+		// parameters) can fail to encode.
+		return engine.Outcome{}, engine.NotSent(invalid("the request could not be encoded for the provider"))
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, a.url, bytes.NewReader(payload))
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -197,18 +198,18 @@ type result struct {
 // run executes one attempt on d with req and checks what every attempt must satisfy: the
 // error, if any, is a *protocol.Error with a known code; and the credential appears in no
 // event, error, log line, request body or header other than x-api-key.
-func run(t *testing.T, d *routing.Deployment, req *protocol.Request, opts ...anthropic.Option) result {
+func run(t *testing.T, d *routing.Deployment, req *protocol.Request) result {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
-	return runCtx(t, ctx, d, req, opts...)
+	return runCtx(t, ctx, d, req)
 }
 
 // runCtx is run with the attempt's context.
-func runCtx(t *testing.T, ctx context.Context, d *routing.Deployment, req *protocol.Request, opts ...anthropic.Option) result {
+func runCtx(t *testing.T, ctx context.Context, d *routing.Deployment, req *protocol.Request) result {
 	t.Helper()
 	var logs enginetest.LogSink
-	ad, err := anthropic.New(d, append([]anthropic.Option{anthropic.WithLogger(logs.Logger())}, opts...)...)
+	ad, err := anthropic.New(d, anthropic.WithLogger(logs.Logger()))
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
@@ -219,8 +220,8 @@ func runCtx(t *testing.T, ctx context.Context, d *routing.Deployment, req *proto
 	res := result{events: rec.Recorded(), outcome: out, err: err, logs: logs.Text(), elapsed: elapsed}
 
 	if err != nil {
-		pe, ok := err.(*protocol.Error)
-		if !ok || !pe.Code.Known() {
+		var pe *protocol.Error
+		if !errors.As(err, &pe) || !pe.Code.Known() {
 			t.Errorf("Execute error %T %v, want a *protocol.Error with a known code", err, err)
 		}
 		b, _ := json.Marshal(err)
@@ -317,8 +318,8 @@ func jsonEqual(t *testing.T, got []byte, want string) {
 // asError returns err as a *protocol.Error, failing the test otherwise.
 func asError(t *testing.T, err error) *protocol.Error {
 	t.Helper()
-	pe, ok := err.(*protocol.Error)
-	if !ok {
+	var pe *protocol.Error
+	if !errors.As(err, &pe) {
 		t.Fatalf("error = %T %v, want *protocol.Error", err, err)
 	}
 	return pe

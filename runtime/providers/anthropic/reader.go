@@ -69,14 +69,17 @@ func (r *reader) reportUsage(u *usage) error {
 
 // finish turns the stop reason into the attempt's result: a refusal is content_filtered
 // (the output before it, if any, stays recorded), any other reason is the finish reason
-// as the provider named it (end_turn, max_tokens, stop_sequence, tool_use, pause_turn, …).
+// as the provider named it (end_turn, max_tokens, stop_sequence, tool_use, pause_turn, …)
+// when it is an identifier: at most 128 bytes of identifier characters, without the
+// credential. Anything else — free text, a huge or hostile value, an echoed key — is
+// dropped, so the execution completes without a finish reason.
 func (r *reader) finish(stopReason string) (engine.Outcome, error) {
 	if stopReason == stopRefusal {
 		r.log.Info("Provider refused the request", "requestID", r.requestID)
 		f := providerhttp.Failure{Provider: Provider, Code: stopRefusal, RequestID: r.requestID, ContentFiltered: true}
 		return engine.Outcome{}, f.Error()
 	}
-	return engine.Outcome{FinishReason: stopReason}, nil
+	return engine.Outcome{FinishReason: providerhttp.Identifier(stopReason, r.secret)}, nil
 }
 
 // responseBlock is a content block of the provider's answer (in a message, or in a

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/switchboard-dev/switchboard/runtime/engine"
 	"github.com/switchboard-dev/switchboard/runtime/protocol"
 	"github.com/switchboard-dev/switchboard/runtime/routing"
 )
@@ -78,8 +79,16 @@ const (
 // object schema.
 var emptySchema = json.RawMessage(`{"type":"object"}`)
 
-// Refusals of requests the adapter cannot send. Messages are fixed: they never echo the
-// caller's content or extension keys.
+// Refusals of requests the adapter cannot send. Routing asks CanEncode before it chooses
+// a deployment, so Execute meets them only for requests that did not go through routing;
+// either way nothing is sent. A request the Messages API cannot express, or one that
+// needs a capability the deployment does not declare (so a policy that disables tools
+// keeps them disabled), is unsupported_capability: another deployment may take it.
+// Messages are fixed: they never echo the caller's content or extension keys.
+func unsupported(msg string) *protocol.Error {
+	return protocol.NewError(protocol.CodeUnsupportedCapability, msg)
+}
+
 func invalid(msg string) *protocol.Error {
 	return protocol.NewError(protocol.CodeInvalidRequest, msg)
 }
@@ -91,58 +100,156 @@ const (
 	msgToolArguments    = "a tool_call's arguments must be a JSON object"
 	msgNoMessages       = "the request has no user or assistant content"
 	msgExtension        = "an anthropic extension has a value of the wrong type or range"
+	msgMissing          = "request is missing"
 )
 
-// buildRequest maps r to the Messages API body for a deployment with capabilities caps.
-//
-// Parts are taken in order. System parts (text or json) become the top-level system
-// blocks; every other part becomes a content block of a user or assistant turn, and
-// consecutive blocks of the same role are merged into one turn, so the turns alternate as
-// the API requires. Nothing is invented: a conversation that starts with an assistant
-// turn is sent as it is, and the API's verdict applies. Image parts and anything
-// tool-related are sent only when the deployment declares input.image or tools;
-// otherwise the request is refused (the router never sends such a request; this is
-// defence in depth).
-func buildRequest(r *protocol.Request, model string, caps routing.CapSet, stream bool) (*messagesRequest, *protocol.Error) {
-	mr := &messagesRequest{Model: model, MaxTokens: DefaultMaxTokens, Stream: stream, Messages: []message{}}
-	if err := applyExtensions(mr, r.Extensions); err != nil {
-		return nil, err
+// CanEncode is the adapter's engine.EncodeCheck, installed by Register: the refusal
+// Execute would make for req on d, found without building or sending anything. It
+// trusts what DecodeRequest guarantees (json parts and tool parameters are valid JSON)
+// and re-checks everything else.
+func CanEncode(req *protocol.Request, d *routing.Deployment) *protocol.Error {
+	if req == nil || d == nil {
+		return invalid(msgMissing)
+	}
+	return check(req, d.Capabilities)
+}
+
+var _ engine.EncodeCheck = CanEncode
+
+// check returns the first refusal of r for a deployment with caps, or nil. It is the only
+// place refusals are decided: buildRequest maps only requests it admits.
+func check(r *protocol.Request, caps routing.CapSet) *protocol.Error {
+	if err := applyExtensions(&messagesRequest{}, r.Extensions); err != nil {
+		return err
 	}
 	m := mapper{
 		tools:  caps.Has(routing.CapsOf(protocol.CapTools)),
 		images: caps.Has(routing.CapsOf(protocol.CapInputImage)),
 	}
+	content := false // a part becomes a block of a user or assistant turn
 	for i := range r.Input {
 		p := &r.Input[i]
 		switch {
 		case p.Type == protocol.PartTool:
 			if !m.tools {
-				return nil, invalid(msgToolsNotDeclared)
+				return unsupported(msgToolsNotDeclared)
 			}
+		case isSystem(p):
+			if p.Type != protocol.PartText && p.Type != protocol.PartJSON {
+				return unsupported(msgSystemPart)
+			}
+		default:
+			if err := m.check(p); err != nil {
+				return err
+			}
+			content = content || hasBlock(p)
+		}
+	}
+	if !content {
+		return unsupported(msgNoMessages)
+	}
+	return nil
+}
+
+// isSystem reports whether p goes to the top-level system field. Tool results answer the
+// model whatever role they carry, so they never do.
+func isSystem(p *protocol.Part) bool {
+	return p.Role == protocol.RoleSystem && p.Type != protocol.PartToolResult
+}
+
+// hasBlock reports whether a conversation part maps to a content block (see textOf): an
+// empty text maps to none, as the API rejects empty text blocks.
+func hasBlock(p *protocol.Part) bool {
+	switch p.Type {
+	case protocol.PartText:
+		return p.Text != ""
+	case protocol.PartJSON:
+		return len(p.JSON) > 0
+	}
+	return true
+}
+
+// mapper checks conversation parts against one deployment's capabilities.
+type mapper struct {
+	tools, images bool
+}
+
+// check refuses a conversation part (neither a tool nor a system part).
+func (m mapper) check(p *protocol.Part) *protocol.Error {
+	switch p.Type {
+	case protocol.PartToolCall:
+		if !m.tools {
+			return unsupported(msgToolsNotDeclared)
+		}
+		if _, ok := argumentsObject(p.Arguments); !ok {
+			return unsupported(msgToolArguments)
+		}
+		return nil
+	case protocol.PartToolResult:
+		if !m.tools {
+			return unsupported(msgToolsNotDeclared)
+		}
+		if c := p.Content; c != nil && c.Text == nil {
+			for i := range c.Parts {
+				if err := m.checkContent(&c.Parts[i]); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}
+	return m.checkContent(p)
+}
+
+// checkContent refuses a text, json or media part the deployment cannot take.
+func (m mapper) checkContent(p *protocol.Part) *protocol.Error {
+	switch p.Type {
+	case protocol.PartText, protocol.PartJSON:
+		return nil
+	case protocol.PartImage:
+		if !m.images {
+			return unsupported(msgImageNotDeclared)
+		}
+		return nil
+	}
+	// audio, video and file have no mapping here; the type names come from the
+	// protocol's closed set, never from caller data.
+	return unsupported("input part type " + string(p.Type) + " is not supported by the anthropic adapter")
+}
+
+// buildRequest maps r to the Messages API body for a deployment with capabilities caps,
+// or returns check's refusal.
+//
+// Parts are taken in order. System parts (text or json) become the top-level system
+// blocks; every other part becomes a content block of a user or assistant turn, and
+// consecutive blocks of the same role are merged into one turn, so the turns alternate as
+// the API requires. Nothing is invented: a conversation that starts with an assistant
+// turn is sent as it is, and the API's verdict applies. A json part is data for the
+// model: its compact JSON travels as a text block, never as request fields.
+func buildRequest(r *protocol.Request, model string, caps routing.CapSet, stream bool) (*messagesRequest, *protocol.Error) {
+	if err := check(r, caps); err != nil {
+		return nil, err
+	}
+	mr := &messagesRequest{Model: model, MaxTokens: DefaultMaxTokens, Stream: stream, Messages: []message{}}
+	_ = applyExtensions(mr, r.Extensions) // check accepted every value
+	for i := range r.Input {
+		p := &r.Input[i]
+		switch {
+		case p.Type == protocol.PartTool:
 			schema := p.Parameters
 			if len(bytes.TrimSpace(schema)) == 0 {
 				schema = emptySchema
 			}
 			mr.Tools = append(mr.Tools, tool{Name: p.Name, Description: p.Description, InputSchema: schema})
-		case p.Role == protocol.RoleSystem && p.Type != protocol.PartToolResult:
-			if p.Type != protocol.PartText && p.Type != protocol.PartJSON {
-				return nil, invalid(msgSystemPart)
-			}
+		case isSystem(p):
 			if b, ok := textOf(p); ok {
 				mr.System = append(mr.System, b)
 			}
 		default:
-			role, b, ok, err := m.block(p)
-			if err != nil {
-				return nil, err
-			}
-			if ok {
+			if role, b, ok := turnBlock(p); ok {
 				mr.Messages = appendBlock(mr.Messages, role, b)
 			}
 		}
-	}
-	if len(mr.Messages) == 0 {
-		return nil, invalid(msgNoMessages)
 	}
 	for i := range mr.Messages {
 		if mr.Messages[i].Role == roleUser {
@@ -152,86 +259,55 @@ func buildRequest(r *protocol.Request, model string, caps routing.CapSet, stream
 	return mr, nil
 }
 
-// mapper maps conversation parts to content blocks for one deployment.
-type mapper struct {
-	tools, images bool
-}
-
-// block maps a non-system part to its turn's role and content block. ok is false for a
-// part that maps to nothing (an empty text: the API rejects empty text blocks).
-func (m mapper) block(p *protocol.Part) (role string, b contentBlock, ok bool, err *protocol.Error) {
+// turnBlock maps a conversation part that check admitted to its turn's role and content
+// block. ok is false for a part that maps to nothing (an empty text).
+func turnBlock(p *protocol.Part) (role string, b contentBlock, ok bool) {
+	switch p.Type {
+	case protocol.PartToolCall:
+		input, _ := argumentsObject(p.Arguments)
+		// The decoder only accepts tool_call from the assistant; it is the model's turn.
+		return roleAssistant, contentBlock{Type: "tool_use", ID: p.CallID, Name: p.Name, Input: input}, true
+	case protocol.PartToolResult:
+		// Tool results answer the model, so they are always a user turn whatever role
+		// the part carries.
+		return roleUser, contentBlock{Type: "tool_result", ToolUseID: p.CallID, Content: toolContent(p.Content)}, true
+	}
 	role = roleUser
 	if p.Role == protocol.RoleAssistant {
 		role = roleAssistant
 	}
-	switch p.Type {
-	case protocol.PartToolCall:
-		if !m.tools {
-			return "", b, false, invalid(msgToolsNotDeclared)
-		}
-		input, valid := argumentsObject(p.Arguments)
-		if !valid {
-			return "", b, false, invalid(msgToolArguments)
-		}
-		// The decoder only accepts tool_call from the assistant; it is the model's turn.
-		return roleAssistant, contentBlock{Type: "tool_use", ID: p.CallID, Name: p.Name, Input: input}, true, nil
-	case protocol.PartToolResult:
-		if !m.tools {
-			return "", b, false, invalid(msgToolsNotDeclared)
-		}
-		content, err := m.toolContent(p.Content)
-		if err != nil {
-			return "", b, false, err
-		}
-		// Tool results answer the model, so they are always a user turn whatever role
-		// the part carries.
-		return roleUser, contentBlock{Type: "tool_result", ToolUseID: p.CallID, Content: content}, true, nil
-	}
-	b, ok, err = m.content(p)
-	return role, b, ok, err
+	b, ok = content(p)
+	return role, b, ok
 }
 
 // content maps a text, json or image part.
-func (m mapper) content(p *protocol.Part) (contentBlock, bool, *protocol.Error) {
-	switch p.Type {
-	case protocol.PartText, protocol.PartJSON:
-		b, ok := textOf(p)
-		return b, ok, nil
-	case protocol.PartImage:
-		if !m.images {
-			return contentBlock{}, false, invalid(msgImageNotDeclared)
-		}
+func content(p *protocol.Part) (contentBlock, bool) {
+	if p.Type == protocol.PartImage {
 		src := &imageSource{Type: "base64", MediaType: p.MediaType, Data: p.Data}
 		if p.URI != "" {
 			src = &imageSource{Type: "url", URL: p.URI}
 		}
-		return contentBlock{Type: "image", Source: src}, true, nil
+		return contentBlock{Type: "image", Source: src}, true
 	}
-	// audio, video and file have no mapping here; the type names come from the
-	// protocol's closed set, never from caller data.
-	return contentBlock{}, false, invalid("input part type " + string(p.Type) + " is not supported by the anthropic adapter")
+	return textOf(p)
 }
 
 // toolContent maps a tool_result's content: a string stays a string, parts become text
 // and image blocks.
-func (m mapper) toolContent(c *protocol.ToolContent) (any, *protocol.Error) {
+func toolContent(c *protocol.ToolContent) any {
 	if c == nil {
-		return "", nil
+		return ""
 	}
 	if c.Text != nil {
-		return *c.Text, nil
+		return *c.Text
 	}
 	blocks := []contentBlock{}
 	for i := range c.Parts {
-		b, ok, err := m.content(&c.Parts[i])
-		if err != nil {
-			return nil, err
-		}
-		if ok {
+		if b, ok := content(&c.Parts[i]); ok {
 			blocks = append(blocks, b)
 		}
 	}
-	return blocks, nil
+	return blocks
 }
 
 // textOf is the text block of a text part, or of a json part as its JSON text (compact,

@@ -2,10 +2,13 @@ package anthropic_test
 
 import (
 	"encoding/json"
+	"errors"
 	"net/http"
 	"testing"
 
+	"github.com/switchboard-dev/switchboard/runtime/engine"
 	"github.com/switchboard-dev/switchboard/runtime/protocol"
+	"github.com/switchboard-dev/switchboard/runtime/providers/anthropic"
 	"github.com/switchboard-dev/switchboard/runtime/routing"
 )
 
@@ -133,8 +136,10 @@ func TestRequestMapping(t *testing.T) {
 	}
 }
 
-// TestRequestRefused: requests the deployment cannot take are refused with
-// invalid_request before anything is sent.
+// TestRequestRefused: requests the deployment cannot take are refused before anything
+// is sent, as NotSent refusals: unsupported_capability for what the Messages API or the
+// deployment cannot take (CanEncode refuses it too), invalid_request for extension
+// values only a request built past the decoder can hold.
 func TestRequestRefused(t *testing.T) {
 	raw := func(s string) json.RawMessage { return json.RawMessage(s) }
 	text := protocol.Part{Type: protocol.PartText, Text: "Hi"}
@@ -184,10 +189,21 @@ func TestRequestRefused(t *testing.T) {
 			if tc.body != "" {
 				req = decode(t, tc.body)
 			}
-			res := run(t, deployment(up.URL, tc.caps...), req)
+			d := deployment(up.URL, tc.caps...)
+			res := run(t, d, req)
 			got := asError(t, res.err)
-			if got.Code != protocol.CodeInvalidRequest || got.Retryable || got.Message == "" {
-				t.Errorf("error = %+v, want invalid_request, not retryable, with a message", got)
+			want := protocol.CodeUnsupportedCapability
+			if tc.body == "" {
+				want = protocol.CodeInvalidRequest
+			}
+			if got.Code != want || got.Retryable || got.Message == "" {
+				t.Errorf("error = %+v, want %s, not retryable, with a message", got, want)
+			}
+			if !errors.Is(res.err, engine.ErrNotSent) {
+				t.Errorf("error = %v, want a NotSent refusal", res.err)
+			}
+			if pe := anthropic.CanEncode(req, d); pe == nil || pe.Code != got.Code || pe.Message != got.Message {
+				t.Errorf("CanEncode = %v, want Execute's refusal %v", pe, got)
 			}
 			if n := len(up.requests()); n != 0 {
 				t.Errorf("upstream received %d requests, want none", n)

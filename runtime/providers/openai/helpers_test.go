@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -208,8 +209,8 @@ func execute(t *testing.T, ctx context.Context, d *routing.Deployment, req *prot
 // protoErr returns the portable error of res, failing the test if there is none.
 func (res result) protoErr(t *testing.T) *protocol.Error {
 	t.Helper()
-	pe, ok := res.err.(*protocol.Error)
-	if !ok {
+	var pe *protocol.Error
+	if !errors.As(res.err, &pe) {
 		t.Fatalf("Execute error = %v (%T), want *protocol.Error", res.err, res.err)
 	}
 	return pe
@@ -249,14 +250,4 @@ func diffJSON(t *testing.T, what, got, want string) {
 	if d := cmp.Diff(compactJSON(t, want), got); d != "" {
 		t.Errorf("%s (-want +got):\n%s", what, d)
 	}
-}
-
-// sentBody decodes the request body the upstream received.
-func sentBody(t *testing.T, c captured) map[string]any {
-	t.Helper()
-	var m map[string]any
-	if err := json.Unmarshal(c.Body, &m); err != nil {
-		t.Fatalf("request body is not JSON: %v", err)
-	}
-	return m
 }

@@ -71,9 +71,9 @@ func NewFactory(opts ...Option) engine.Factory {
 }
 
 // Register adds the adapter for ProviderOpenAI and ProviderCompatible, built with opts,
-// to m (engine.Config.Providers).
+// to m (engine.Config.Providers), with CanEncode as its routing-time check.
 func Register(m map[string]engine.Provider, opts ...Option) {
-	p := engine.Provider{New: NewFactory(opts...)}
+	p := engine.Provider{New: NewFactory(opts...), CanEncode: CanEncode}
 	m[ProviderOpenAI] = p
 	m[ProviderCompatible] = p
 }
@@ -198,20 +198,21 @@ var defaultClient = sync.OnceValue(func() *http.Client {
 })
 
 // Execute implements engine.Adapter: one Chat Completions call, streamed when the
-// deployment declares streaming.
+// deployment declares streaming. A request it refuses (CanEncode's refusals) is
+// returned as an engine.NotSent error before anything is sent.
 func (a *adapter) Execute(ctx context.Context, at engine.Attempt, emit engine.Emitter) (engine.Outcome, error) {
 	if at.Request == nil {
-		return engine.Outcome{}, protocol.NewError(protocol.CodeInvalidRequest, "request is missing")
+		return engine.Outcome{}, engine.NotSent(refuse(errMissing))
 	}
 	body, perr := buildRequest(at.Request, a.model, a.caps, a.stream)
 	if perr != nil {
-		return engine.Outcome{}, perr
+		return engine.Outcome{}, engine.NotSent(perr)
 	}
 	payload, err := json.Marshal(body)
 	if err != nil {
 		// Only raw JSON from the request (a json part, tool parameters) can fail to
 		// encode, and DecodeRequest never lets invalid JSON through.
-		return engine.Outcome{}, protocol.NewError(protocol.CodeInvalidRequest, "the request could not be encoded for the provider")
+		return engine.Outcome{}, engine.NotSent(protocol.NewError(protocol.CodeInvalidRequest, "the request could not be encoded for the provider"))
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, a.url, bytes.NewReader(payload))
 	if err != nil {
@@ -268,15 +269,5 @@ func (a *adapter) fail(e *protocol.Error) *protocol.Error {
 // credential — a provider or proxy that echoes the credential back must not get it into
 // provider_error, an event or a log line.
 func (a *adapter) safeID(s string) string {
-	if len(s) == 0 || len(s) > 128 || (a.cred.IsSet() && strings.Contains(s, a.cred.Reveal())) {
-		return ""
-	}
-	for _, r := range s {
-		ok := r == '_' || r == '-' || r == '.' || r == ':' ||
-			(r >= 'a' && r <= 'z') || (r >= 'A' && r <= 'Z') || (r >= '0' && r <= '9')
-		if !ok {
-			return ""
-		}
-	}
-	return s
+	return providerhttp.Identifier(s, a.cred.Reveal())
 }

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/switchboard-dev/switchboard/runtime/engine"
 	"github.com/switchboard-dev/switchboard/runtime/protocol"
 	"github.com/switchboard-dev/switchboard/runtime/routing"
 )
@@ -87,31 +88,33 @@ type callFunction struct {
 	Arguments string `json:"arguments"`
 }
 
-// Refusals of input this adapter cannot send. The router only routes a request to a
-// deployment whose capabilities cover its input, so these are defence in depth (and the
-// cases Chat Completions itself cannot express). Messages name part types, a closed set
-// from our schema, never caller content or positions.
+// Refusals of requests this adapter cannot send. Routing asks CanEncode before it
+// chooses a deployment, so Execute meets them only for requests that did not go through
+// routing; either way nothing is sent. A request Chat Completions cannot express, or one
+// that needs a capability the deployment does not declare (so a policy that disables
+// tools keeps them disabled), is unsupported_capability: another deployment may take it.
+// Messages name part types and roles, a closed set from our schema, never caller content
+// or positions.
 var (
 	errUndeclared = func(what string) *protocol.Error {
-		return protocol.NewError(protocol.CodeInvalidRequest, what+" input is not enabled for the deployment")
+		return unsupported(what + " input is not enabled for the deployment")
 	}
-	errVideo = protocol.NewError(protocol.CodeInvalidRequest,
-		"video input is not supported by the openai adapter")
-	errAudioForm = protocol.NewError(protocol.CodeInvalidRequest,
-		"audio input must be inline wav or mp3 data for the openai adapter")
-	errFileForm = protocol.NewError(protocol.CodeInvalidRequest,
-		"file input must be inline data for the openai adapter")
-	errMediaRole = protocol.NewError(protocol.CodeInvalidRequest,
-		"media input is only supported in user parts by the openai adapter")
-	errToolRole = protocol.NewError(protocol.CodeInvalidRequest,
-		"role tool is only supported on tool_result parts by the openai adapter")
-	errToolContent = protocol.NewError(protocol.CodeInvalidRequest,
+	errVideo       = unsupported("video input is not supported by the openai adapter")
+	errAudioForm   = unsupported("audio input must be inline wav or mp3 data for the openai adapter")
+	errFileForm    = unsupported("file input must be inline data for the openai adapter")
+	errMediaRole   = unsupported("media input is only supported in user parts by the openai adapter")
+	errToolRole    = unsupported("role tool is only supported on tool_result parts by the openai adapter")
+	errToolContent = unsupported(
 		"tool_result content may only hold text and json parts for the openai adapter")
-	errPartType = protocol.NewError(protocol.CodeInvalidRequest,
-		"the request has a part type the openai adapter does not know")
+	errPartType  = unsupported("the request has a part type the openai adapter does not know")
 	errExtension = protocol.NewError(protocol.CodeInvalidRequest,
 		"an openai extension has a value of the wrong type or range")
+	errMissing = protocol.NewError(protocol.CodeInvalidRequest, "request is missing")
 )
+
+func unsupported(msg string) *protocol.Error {
+	return protocol.NewError(protocol.CodeUnsupportedCapability, msg)
+}
 
 // refuse returns a fresh copy of a shared refusal, since callers own the errors they get.
 func refuse(e *protocol.Error) *protocol.Error {
@@ -119,41 +122,125 @@ func refuse(e *protocol.Error) *protocol.Error {
 	return &c
 }
 
-// buildRequest maps req onto a Chat Completions body for a deployment with caps.
+// CanEncode is the adapter's engine.EncodeCheck, installed by Register: the refusal
+// Execute would make for req on d, found without building or sending anything. It
+// trusts what DecodeRequest guarantees (json parts and tool parameters are valid JSON)
+// and re-checks everything else.
+func CanEncode(req *protocol.Request, d *routing.Deployment) *protocol.Error {
+	if req == nil || d == nil {
+		return refuse(errMissing)
+	}
+	return check(req, d.Capabilities)
+}
+
+var _ engine.EncodeCheck = CanEncode
+
+// check returns the first refusal of req for a deployment with caps, or nil. It is the
+// only place refusals are decided: buildRequest maps only requests it admits.
+func check(req *protocol.Request, caps routing.CapSet) *protocol.Error {
+	for i := range req.Input {
+		if err := checkPart(&req.Input[i], caps); err != nil {
+			return err
+		}
+	}
+	// The values are small; parsing them into a scratch body is the same check
+	// buildRequest's applyExtensions makes.
+	return applyExtensions(&chatRequest{}, req.Extensions)
+}
+
+// checkPart refuses a part Chat Completions cannot carry for a deployment with caps.
+func checkPart(p *protocol.Part, caps routing.CapSet) *protocol.Error {
+	has := func(c protocol.Capability) bool { return caps.Has(routing.CapsOf(c)) }
+	switch p.Type {
+	case protocol.PartTool, protocol.PartToolCall, protocol.PartToolResult:
+		if !has(protocol.CapTools) {
+			return errUndeclared("tool")
+		}
+		// Chat Completions tool messages hold a string or text parts only.
+		if c := p.Content; p.Type == protocol.PartToolResult && c != nil && c.Text == nil {
+			for i := range c.Parts {
+				if t := c.Parts[i].Type; t != protocol.PartText && t != protocol.PartJSON {
+					return refuse(errToolContent)
+				}
+			}
+		}
+		return nil
+	}
+	role := p.RoleOrDefault()
+	if role == protocol.RoleTool {
+		// A tool message needs the id of the call it answers, which only tool_result has.
+		return refuse(errToolRole)
+	}
+	switch p.Type {
+	case protocol.PartText, protocol.PartJSON:
+		return nil
+	case protocol.PartImage:
+		if !has(protocol.CapInputImage) {
+			return errUndeclared("image")
+		}
+	case protocol.PartAudio:
+		if !has(protocol.CapInputAudio) {
+			return errUndeclared("audio")
+		}
+		// input_audio takes base64 data and a format name, never a URL.
+		if p.Data == "" || audioFormats[baseMediaType(p.MediaType)] == "" {
+			return refuse(errAudioForm)
+		}
+	case protocol.PartFile:
+		if !has(protocol.CapInputFile) {
+			return errUndeclared("file")
+		}
+		// file_data takes inline content; a file_id is OpenAI's own, not a URI.
+		if p.Data == "" {
+			return refuse(errFileForm)
+		}
+	case protocol.PartVideo:
+		if !has(protocol.CapInputVideo) {
+			return errUndeclared("video")
+		}
+		return refuse(errVideo)
+	default:
+		return refuse(errPartType)
+	}
+	if role != protocol.RoleUser {
+		return refuse(errMediaRole)
+	}
+	return nil
+}
+
+// buildRequest maps req onto a Chat Completions body for a deployment with caps, or
+// returns check's refusal.
 func buildRequest(req *protocol.Request, model string, caps routing.CapSet, stream bool) (*chatRequest, *protocol.Error) {
+	if err := check(req, caps); err != nil {
+		return nil, err
+	}
 	body := &chatRequest{Model: model}
 	if stream {
 		body.Stream = true
 		body.StreamOptions = &streamOptions{IncludeUsage: true}
 	}
-	b := builder{caps: caps}
+	var b builder
 	for i := range req.Input {
-		if err := b.add(&req.Input[i]); err != nil {
-			return nil, err
-		}
+		b.add(&req.Input[i])
 	}
 	b.flush()
 	body.Messages = b.messages
 	body.Tools = b.tools
-	if err := applyExtensions(body, req.Extensions); err != nil {
-		return nil, err
-	}
+	_ = applyExtensions(body, req.Extensions) // check accepted every value
 	return body, nil
 }
 
 // builder folds input parts into messages. Consecutive parts of one role become one
 // message, so a user's text and the image it talks about travel together, and an
 // assistant's text and tool calls form the single assistant turn the API produced.
+// It maps only parts check admitted.
 type builder struct {
-	caps     routing.CapSet
 	messages []message
 	tools    []tool
 
 	cur     *message // the message being built, not yet in messages
 	content []contentPart
 }
-
-func (b *builder) has(c protocol.Capability) bool { return b.caps.Has(routing.CapsOf(c)) }
 
 // open returns the current message if it has role, else flushes it and starts one.
 func (b *builder) open(role string) *message {
@@ -181,13 +268,7 @@ func (b *builder) flush() {
 	b.cur, b.content = nil, nil
 }
 
-func (b *builder) add(p *protocol.Part) *protocol.Error {
-	if p.Type == protocol.PartTool || p.Type == protocol.PartToolCall || p.Type == protocol.PartToolResult {
-		if !b.has(protocol.CapTools) {
-			return errUndeclared("tool")
-		}
-	}
-	role := p.RoleOrDefault()
+func (b *builder) add(p *protocol.Part) {
 	switch p.Type {
 	case protocol.PartTool:
 		// Tools are request-level, whatever role the part carries; they do not end a
@@ -195,74 +276,39 @@ func (b *builder) add(p *protocol.Part) *protocol.Error {
 		b.tools = append(b.tools, tool{Type: "function", Function: toolFunction{
 			Name: p.Name, Description: p.Description, Parameters: compact(p.Parameters),
 		}})
-		return nil
+		return
 	case protocol.PartToolCall:
 		m := b.open(string(protocol.RoleAssistant))
 		m.ToolCalls = append(m.ToolCalls, toolCall{ID: p.CallID, Type: "function",
 			Function: callFunction{Name: p.Name, Arguments: p.Arguments}})
-		return nil
+		return
 	case protocol.PartToolResult:
-		return b.toolResult(p)
+		b.toolResult(p)
+		return
 	}
-	if role == protocol.RoleTool {
-		// A tool message needs the id of the call it answers, which only tool_result has.
-		return refuse(errToolRole)
-	}
-	c, err := b.contentPart(p)
-	if err != nil {
-		return err
-	}
-	if c.Type != "text" && role != protocol.RoleUser {
-		return refuse(errMediaRole)
-	}
-	b.open(string(role))
-	b.content = append(b.content, c)
-	return nil
+	b.open(string(p.RoleOrDefault()))
+	b.content = append(b.content, mapContent(p))
 }
 
-// contentPart maps a text, json or media part, checking the deployment declares it.
-func (b *builder) contentPart(p *protocol.Part) (contentPart, *protocol.Error) {
+// mapContent maps a text, json or media part. A json part is data for the model: its
+// compact JSON travels as text, never as request fields.
+func mapContent(p *protocol.Part) contentPart {
 	switch p.Type {
-	case protocol.PartText:
-		return textPart(p.Text), nil
 	case protocol.PartJSON:
-		return textPart(string(compact(p.JSON))), nil
+		return textPart(string(compact(p.JSON)))
 	case protocol.PartImage:
-		if !b.has(protocol.CapInputImage) {
-			return contentPart{}, errUndeclared("image")
-		}
-		return contentPart{Type: "image_url", ImageURL: &imageURL{URL: dataOrURI(p)}}, nil
+		return contentPart{Type: "image_url", ImageURL: &imageURL{URL: dataOrURI(p)}}
 	case protocol.PartAudio:
-		if !b.has(protocol.CapInputAudio) {
-			return contentPart{}, errUndeclared("audio")
-		}
-		// input_audio takes base64 data and a format name, never a URL.
-		format := audioFormats[baseMediaType(p.MediaType)]
-		if p.Data == "" || format == "" {
-			return contentPart{}, refuse(errAudioForm)
-		}
-		return contentPart{Type: "input_audio", InputAudio: &inputAudio{Data: p.Data, Format: format}}, nil
+		return contentPart{Type: "input_audio", InputAudio: &inputAudio{Data: p.Data, Format: audioFormats[baseMediaType(p.MediaType)]}}
 	case protocol.PartFile:
-		if !b.has(protocol.CapInputFile) {
-			return contentPart{}, errUndeclared("file")
-		}
-		// file_data takes inline content; a file_id is OpenAI's own, not a URI.
-		if p.Data == "" {
-			return contentPart{}, refuse(errFileForm)
-		}
-		return contentPart{Type: "file", File: &fileData{Filename: p.Name, FileData: dataOrURI(p)}}, nil
-	case protocol.PartVideo:
-		if !b.has(protocol.CapInputVideo) {
-			return contentPart{}, errUndeclared("video")
-		}
-		return contentPart{}, refuse(errVideo)
+		return contentPart{Type: "file", File: &fileData{Filename: p.Name, FileData: dataOrURI(p)}}
 	}
-	return contentPart{}, refuse(errPartType)
+	return textPart(p.Text)
 }
 
-// toolResult adds a tool message answering call_id. Chat Completions tool messages hold
-// a string or text parts only.
-func (b *builder) toolResult(p *protocol.Part) *protocol.Error {
+// toolResult adds a tool message answering call_id: its content a string, or text
+// parts (json parts as their compact JSON).
+func (b *builder) toolResult(p *protocol.Part) {
 	m := message{Role: "tool", ToolCallID: p.CallID, Content: ""}
 	if c := p.Content; c != nil {
 		if c.Text != nil {
@@ -270,21 +316,13 @@ func (b *builder) toolResult(p *protocol.Part) *protocol.Error {
 		} else {
 			parts := make([]contentPart, 0, len(c.Parts))
 			for i := range c.Parts {
-				switch q := &c.Parts[i]; q.Type {
-				case protocol.PartText:
-					parts = append(parts, textPart(q.Text))
-				case protocol.PartJSON:
-					parts = append(parts, textPart(string(compact(q.JSON))))
-				default:
-					return refuse(errToolContent)
-				}
+				parts = append(parts, mapContent(&c.Parts[i]))
 			}
 			m.Content = parts
 		}
 	}
 	b.flush()
 	b.messages = append(b.messages, m)
-	return nil
 }
 
 func textPart(s string) contentPart { return contentPart{Type: "text", Text: &s} }

@@ -3,6 +3,7 @@ package openai_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"testing"
 
@@ -24,16 +25,24 @@ func mapped(t *testing.T, req string, opts ...func(*routing.Deployment)) string 
 	return string(up.only(t).Body)
 }
 
-// refused runs req and checks it fails with invalid_request before any provider call.
-func refused(t *testing.T, req *protocol.Request, opts ...func(*routing.Deployment)) {
+// refused runs req and checks it fails with code before any provider call, as a
+// NotSent refusal that CanEncode makes too (for requests DecodeRequest built).
+func refused(t *testing.T, code protocol.Code, req *protocol.Request, opts ...func(*routing.Deployment)) {
 	t.Helper()
 	up := serve(t, jsonReply(http.StatusOK, testdata(t, "completion.json")))
-	res := execute(t, context.Background(), deployment(up.endpoint(), opts...), req)
-	if pe := res.protoErr(t); pe.Code != protocol.CodeInvalidRequest || pe.Retryable {
-		t.Errorf("error = %+v, want invalid_request", pe)
+	d := deployment(up.endpoint(), opts...)
+	res := execute(t, context.Background(), d, req)
+	if pe := res.protoErr(t); pe.Code != code || pe.Retryable {
+		t.Errorf("error = %+v, want %s", pe, code)
+	}
+	if !errors.Is(res.err, engine.ErrNotSent) {
+		t.Errorf("error = %v, want a NotSent refusal", res.err)
 	}
 	if n := len(up.requests()); n != 0 {
 		t.Errorf("upstream received %d requests, want none", n)
+	}
+	if pe := openai.CanEncode(req, d); pe == nil && code == protocol.CodeUnsupportedCapability {
+		t.Errorf("CanEncode admitted a request Execute refuses")
 	}
 }
 
@@ -65,7 +74,7 @@ func TestMapImageOnlyWhenDeclared(t *testing.T) {
 			{"type":"image_url","image_url":{"url":"data:image/png;base64,iVBORw0KGgo="}},
 			{"type":"image_url","image_url":{"url":"https://example.com/cat.jpg"}}]}]}`)
 
-	refused(t, request(t, req))
+	refused(t, protocol.CodeUnsupportedCapability, request(t, req))
 }
 
 func TestMapOtherMedia(t *testing.T) {
@@ -73,23 +82,23 @@ func TestMapOtherMedia(t *testing.T) {
 	got := mapped(t, audio, with(protocol.CapInputAudio))
 	diffJSON(t, "request body", got, `{"model":"gpt-4o-mini","messages":[
 		{"role":"user","content":[{"type":"input_audio","input_audio":{"data":"UklGRg==","format":"wav"}}]}]}`)
-	refused(t, request(t, audio))
+	refused(t, protocol.CodeUnsupportedCapability, request(t, audio))
 
 	file := `{"ability":"chat","input":[{"type":"file","media_type":"application/pdf","data":"JVBERg==","name":"a.pdf"}]}`
 	got = mapped(t, file, with(protocol.CapInputFile))
 	diffJSON(t, "request body", got, `{"model":"gpt-4o-mini","messages":[
 		{"role":"user","content":[{"type":"file","file":{"filename":"a.pdf","file_data":"data:application/pdf;base64,JVBERg=="}}]}]}`)
-	refused(t, request(t, file))
+	refused(t, protocol.CodeUnsupportedCapability, request(t, file))
 
 	// Forms Chat Completions cannot carry are refused even when declared.
-	refused(t, request(t, `{"ability":"chat","input":[{"type":"audio","media_type":"audio/ogg","data":"T2dnUw=="}]}`), with(protocol.CapInputAudio))
-	refused(t, request(t, `{"ability":"chat","input":[{"type":"audio","media_type":"audio/wav","uri":"https://example.com/a.wav"}]}`), with(protocol.CapInputAudio))
-	refused(t, request(t, `{"ability":"chat","input":[{"type":"file","media_type":"application/pdf","uri":"https://example.com/a.pdf"}]}`), with(protocol.CapInputFile))
-	refused(t, request(t, `{"ability":"chat","input":[{"type":"video","media_type":"video/mp4","data":"AAAA"}]}`), with(protocol.CapInputVideo))
-	refused(t, request(t, `{"ability":"chat","input":[{"type":"video","media_type":"video/mp4","data":"AAAA"}]}`))
+	refused(t, protocol.CodeUnsupportedCapability, request(t, `{"ability":"chat","input":[{"type":"audio","media_type":"audio/ogg","data":"T2dnUw=="}]}`), with(protocol.CapInputAudio))
+	refused(t, protocol.CodeUnsupportedCapability, request(t, `{"ability":"chat","input":[{"type":"audio","media_type":"audio/wav","uri":"https://example.com/a.wav"}]}`), with(protocol.CapInputAudio))
+	refused(t, protocol.CodeUnsupportedCapability, request(t, `{"ability":"chat","input":[{"type":"file","media_type":"application/pdf","uri":"https://example.com/a.pdf"}]}`), with(protocol.CapInputFile))
+	refused(t, protocol.CodeUnsupportedCapability, request(t, `{"ability":"chat","input":[{"type":"video","media_type":"video/mp4","data":"AAAA"}]}`), with(protocol.CapInputVideo))
+	refused(t, protocol.CodeUnsupportedCapability, request(t, `{"ability":"chat","input":[{"type":"video","media_type":"video/mp4","data":"AAAA"}]}`))
 	// Media only in user turns; text with role tool has no call to answer.
-	refused(t, request(t, `{"ability":"chat","input":[{"type":"image","role":"system","media_type":"image/png","data":"iVBORw0KGgo="}]}`), with(protocol.CapInputImage))
-	refused(t, request(t, `{"ability":"chat","input":[{"type":"text","role":"tool","text":"42"}]}`))
+	refused(t, protocol.CodeUnsupportedCapability, request(t, `{"ability":"chat","input":[{"type":"image","role":"system","media_type":"image/png","data":"iVBORw0KGgo="}]}`), with(protocol.CapInputImage))
+	refused(t, protocol.CodeUnsupportedCapability, request(t, `{"ability":"chat","input":[{"type":"text","role":"tool","text":"42"}]}`))
 }
 
 func TestMapToolsOnlyWhenDeclared(t *testing.T) {
@@ -108,12 +117,12 @@ func TestMapToolsOnlyWhenDeclared(t *testing.T) {
 			{"role":"tool","content":[{"type":"text","text":"sunny"},{"type":"text","text":"{\"uv\":3}"}],"tool_call_id":"call_2"}],
 		"tools":[{"type":"function","function":{"name":"get_weather","parameters":{"type":"object"}}}]}`)
 
-	refused(t, request(t, req))
+	refused(t, protocol.CodeUnsupportedCapability, request(t, req))
 	// Built in code, past the decoder: invalid raw JSON is refused, never sent.
-	refused(t, &protocol.Request{Ability: "chat", Input: []protocol.Part{{Type: protocol.PartTool, Name: "f", Parameters: json.RawMessage(`{`)}}},
+	refused(t, protocol.CodeInvalidRequest, &protocol.Request{Ability: "chat", Input: []protocol.Part{{Type: protocol.PartTool, Name: "f", Parameters: json.RawMessage(`{`)}}},
 		with(protocol.CapTools))
-	refused(t, request(t, `{"ability":"chat","input":[{"type":"text","text":"hi"},{"type":"tool","name":"f","parameters":{"type":"object"}}]}`))
-	refused(t, request(t, `{"ability":"chat","input":[{"type":"tool_result","call_id":"c","content":[{"type":"image","media_type":"image/png","data":"iVBORw0KGgo="}]}]}`),
+	refused(t, protocol.CodeUnsupportedCapability, request(t, `{"ability":"chat","input":[{"type":"text","text":"hi"},{"type":"tool","name":"f","parameters":{"type":"object"}}]}`))
+	refused(t, protocol.CodeUnsupportedCapability, request(t, `{"ability":"chat","input":[{"type":"tool_result","call_id":"c","content":[{"type":"image","media_type":"image/png","data":"iVBORw0KGgo="}]}]}`),
 		with(protocol.CapTools, protocol.CapInputImage))
 }
 
@@ -121,7 +130,7 @@ func TestMapExtensions(t *testing.T) {
 	got := mapped(t, `{"ability":"chat","input":[{"type":"text","text":"hi"}],"extensions":{
 		"openai.reasoning_effort":"low","openai.temperature":0.2,"openai.top_p":1,
 		"openai.max_completion_tokens":1e3,"openai.seed":-9223372036854775808,
-		"anthropic.top_k":5,"replicate.version":"v1"}}`)
+		"anthropic.top_k":5,"replicate.input":{"seed":1}}}`)
 	diffJSON(t, "request body", got, `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}],
 		"reasoning_effort":"low","temperature":0.2,"top_p":1,"max_completion_tokens":1000,"seed":-9223372036854775808}`)
 }
@@ -149,7 +158,7 @@ func TestMapExtensionValidation(t *testing.T) {
 		"effort null":            {"openai.reasoning_effort": `null`},
 		"temperature two values": {"openai.temperature": `1 2`},
 	} {
-		t.Run(name, func(t *testing.T) { refused(t, base(ext)) })
+		t.Run(name, func(t *testing.T) { refused(t, protocol.CodeInvalidRequest, base(ext)) })
 	}
 
 	up := serve(t, jsonReply(http.StatusOK, testdata(t, "completion.json")))
@@ -217,8 +226,8 @@ func TestNew(t *testing.T) {
 			if err == nil {
 				return
 			}
-			pe, isPE := err.(*protocol.Error)
-			if !isPE || pe.Code != protocol.CodeProviderRejected {
+			var pe *protocol.Error
+			if !errors.As(err, &pe) || pe.Code != protocol.CodeProviderRejected {
 				t.Errorf("error = %v, want provider_rejected", err)
 			}
 			b, _ := json.Marshal(pe)
@@ -261,6 +270,9 @@ func TestRegister(t *testing.T) {
 		}
 		if a, err := openai.Factory(d); err != nil || a == nil {
 			t.Errorf("Factory for %s = %v, %v", p, a, err)
+		}
+		if m[p].CanEncode == nil {
+			t.Errorf("no CanEncode registered for %s", p)
 		}
 	}
 }

@@ -357,17 +357,15 @@ func (r *reader) readStream(body io.Reader) (engine.Outcome, error) {
 		if ae, ok := errorObject(c.Error); ok {
 			return engine.Outcome{}, r.a.fail(r.inStreamFailure(ae))
 		}
-		if perr, err := s.apply(&c); perr != nil {
-			return engine.Outcome{}, r.a.fail(perr)
-		} else if err != nil {
+		if err := s.apply(&c); err != nil {
 			return engine.Outcome{}, err
 		}
 	}
 }
 
-// apply turns one chunk into events. It returns a provider error for a malformed chunk,
-// or an emit error.
-func (s *stream) apply(c *chunk) (*protocol.Error, error) {
+// apply turns one chunk into events. It returns an emit error; a chunk's calls that stay
+// without id or name are found malformed at [DONE].
+func (s *stream) apply(c *chunk) error {
 	for i := range c.Choices {
 		ch := &c.Choices[i]
 		if ch.Index != 0 {
@@ -375,15 +373,15 @@ func (s *stream) apply(c *chunk) (*protocol.Error, error) {
 		}
 		if t := ch.Delta.Content; t != nil && *t != "" {
 			if err := s.send(protocol.EventOutputDelta, protocol.OutputDeltaData{Index: 0, Type: "text", Text: *t}); err != nil {
-				return nil, err
+				return err
 			}
 		}
 		if t := ch.Delta.Refusal; t != nil && *t != "" {
 			s.refused = true
 		}
 		for j := range ch.Delta.ToolCalls {
-			if perr, err := s.toolFragment(&ch.Delta.ToolCalls[j], j); perr != nil || err != nil {
-				return perr, err
+			if err := s.toolFragment(&ch.Delta.ToolCalls[j], j); err != nil {
+				return err
 			}
 		}
 		if ch.FinishReason != nil && *ch.FinishReason != "" {
@@ -396,22 +394,22 @@ func (s *stream) apply(c *chunk) (*protocol.Error, error) {
 		// instead, so that is kept and emitted once, at the end.
 		if len(c.Choices) > 0 {
 			s.usage = c.Usage
-			return nil, nil
+			return nil
 		}
 		if !s.usageOK {
 			s.usageOK, s.usage = true, nil
 			if err := s.sendUsage(c.Usage); err != nil {
-				return nil, err
+				return err
 			}
 		}
 	}
-	return nil, nil
+	return nil
 }
 
 // toolFragment applies one tool call fragment. The call is announced once its id and
 // name are known (the first fragment, per OpenAI); fragments that precede that are held
 // back so the arguments stay in order.
-func (s *stream) toolFragment(f *toolCallDelta, pos int) (*protocol.Error, error) {
+func (s *stream) toolFragment(f *toolCallDelta, pos int) error {
 	index := pos // servers that omit index send whole calls, one per array position
 	if f.Index != nil {
 		index = *f.Index
@@ -437,21 +435,21 @@ func (s *stream) toolFragment(f *toolCallDelta, pos int) (*protocol.Error, error
 		c.pending = append(c.pending, f.Function.Arguments)
 	}
 	if !c.started && (c.id == "" || c.name == "") {
-		return nil, nil
+		return nil
 	}
 	if !c.started {
 		c.started = true
 		if err := s.send(protocol.EventToolCallStarted, protocol.ToolCallStartedData{Index: slot, CallID: c.id, Name: c.name}); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	for _, d := range c.pending {
 		if err := s.send(protocol.EventToolCallArgsDelta, protocol.ToolCallArgsDeltaData{CallID: c.id, Delta: d}); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	c.pending = c.pending[:0]
-	return nil, nil
+	return nil
 }
 
 // done ends a stream that reached [DONE].

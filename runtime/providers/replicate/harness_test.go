@@ -64,15 +64,20 @@ type fakeReplicate struct {
 	// holdCreate and holdCancel keep those requests open until the client goes away.
 	holdCreate bool
 	holdCancel bool
+	// createDelay delays the create's answer, whether or not the client is still there
+	// (the prediction exists upstream either way).
+	createDelay time.Duration
 	// foreign fills {{foreign}} in testdata: another origin's base URL.
 	foreign string
 
 	mu        sync.Mutex
 	requests  []seen
 	pollCount int
-	polled    chan struct{} // receives (without blocking) after every poll answered
-	cancelled chan struct{} // closed when the first cancel arrives
-	once      sync.Once
+	// created and stopped are the predictions created and cancelled, by id.
+	created, stopped []string
+	polled           chan struct{} // receives (without blocking) after every poll answered
+	cancelled        chan struct{} // closed when the first cancel arrives
+	once             sync.Once
 }
 
 func newFake(t *testing.T, create reply, polls ...reply) *fakeReplicate {
@@ -111,7 +116,36 @@ func (f *fakeReplicate) handleCreate(w http.ResponseWriter, r *http.Request) {
 		<-r.Context().Done()
 		return
 	}
+	if f.create.status == http.StatusCreated && f.create.file != "" {
+		id := predictionID(f.t, render(f.t, f.create.file, f.srv.URL, f.foreign))
+		f.mu.Lock()
+		f.created = append(f.created, id)
+		f.mu.Unlock()
+	}
+	time.Sleep(f.createDelay)
 	f.write(w, f.create)
+}
+
+// predictionID is the id of a prediction object.
+func predictionID(t *testing.T, b []byte) string {
+	var p struct{ ID string }
+	if err := json.Unmarshal(b, &p); err != nil {
+		t.Errorf("testdata prediction: %v", err)
+	}
+	return p.ID
+}
+
+// running lists the predictions created and not cancelled.
+func (f *fakeReplicate) running() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []string
+	for _, id := range f.created {
+		if !slices.Contains(f.stopped, id) {
+			out = append(out, id)
+		}
+	}
+	return out
 }
 
 func (f *fakeReplicate) handlePoll(w http.ResponseWriter, r *http.Request) {
@@ -131,6 +165,9 @@ func (f *fakeReplicate) handlePoll(w http.ResponseWriter, r *http.Request) {
 }
 
 func (f *fakeReplicate) handleCancel(w http.ResponseWriter, r *http.Request) {
+	f.mu.Lock()
+	f.stopped = append(f.stopped, r.PathValue("id"))
+	f.mu.Unlock()
 	f.once.Do(func() { close(f.cancelled) })
 	if f.holdCancel {
 		<-r.Context().Done()
@@ -198,6 +235,7 @@ func deployment(endpoint string, opts ...func(*routing.Deployment)) *routing.Dep
 		Credential:   routing.NewCredential(canary),
 		Abilities:    []string{"image"},
 		Capabilities: routing.CapsOf(protocol.CapInputText, protocol.CapInputJSON, protocol.CapOutputImage),
+		Parameters:   []string{"num_outputs", "aspect_ratio", "output_format"},
 		Weight:       100,
 	}
 	for _, o := range opts {

@@ -1,29 +1,158 @@
 package replicate
 
 import (
+	"bytes"
 	"encoding/json"
+	"slices"
 	"strings"
 
+	"github.com/switchboard-dev/switchboard/runtime/engine"
 	"github.com/switchboard-dev/switchboard/runtime/protocol"
 	"github.com/switchboard-dev/switchboard/runtime/routing"
 )
 
-// extVersion is the only extension key this adapter reads: the model version to run when
-// the deployment's model id does not pin one (Replicate's "version" body field).
-const extVersion = "replicate.version"
+// extInput is the only extension key this adapter reads: model parameters (Replicate's
+// "input" fields other than the prompt and media), sent only when the deployment allows
+// their names (spec.allowedParameters).
+const extInput = "replicate.input"
 
-// promptSeparator joins the text parts into input.prompt: a blank line keeps parts
-// apart without inventing a chat template the model may not know.
+// promptSeparator joins the text and json parts into input.prompt: a blank line keeps
+// parts apart without inventing a chat template the model may not know.
 const promptSeparator = "\n\n"
 
+// promptKey is the input field the text and json parts are sent under.
+const promptKey = "prompt"
+
 // mediaKeys names the input field each media part type is sent under. Replicate models
-// declare their own input schema; these are the names its common models use, and a json
-// part can always supply another field name instead.
+// declare their own input schema; these are the names its common models use.
 var mediaKeys = map[protocol.PartType]string{
 	protocol.PartImage: "image",
 	protocol.PartAudio: "audio",
 	protocol.PartVideo: "video",
 	protocol.PartFile:  "file",
+}
+
+// Refusals of requests this adapter cannot send. Routing asks CanEncode before it chooses
+// a deployment, so Execute meets them only for requests that did not go through routing;
+// either way nothing is sent. Messages are fixed: they never name the caller's parameters
+// or values.
+var (
+	errMissing       = protocol.NewError(protocol.CodeInvalidRequest, "request is missing")
+	errPartType      = protocol.NewError(protocol.CodeUnsupportedCapability, "the request has a part type replicate does not know")
+	errTools         = protocol.NewError(protocol.CodeUnsupportedCapability, "replicate deployments cannot take tool, tool_call or tool_result parts")
+	errUndeclared    = protocol.NewError(protocol.CodeUnsupportedCapability, "the deployment does not declare an input modality the request uses")
+	errMediaTwice    = protocol.NewError(protocol.CodeUnsupportedCapability, "replicate takes at most one part of each media type")
+	errParamValue    = protocol.NewError(protocol.CodeInvalidRequest, "the replicate model parameters are not an object of allowed values")
+	errParamAllowed  = protocol.NewError(protocol.CodeInvalidRequest, "a model parameter the request sets is not allowed by the deployment")
+	errParamReserved = protocol.NewError(protocol.CodeInvalidRequest,
+		"model parameters cannot set the prompt or a media input: those come from the input parts")
+)
+
+// refuse returns a fresh copy of a shared refusal, since callers own the errors they get.
+func refuse(e *protocol.Error) *protocol.Error {
+	c := *e
+	return &c
+}
+
+// CanEncode is the adapter's engine.EncodeCheck, installed by Register: the refusal
+// Execute would make for req on d, found without building or sending anything.
+//
+//   - tool, tool_call and tool_result parts: unsupported_capability (Replicate cannot
+//     declare tools);
+//   - a part whose modality d does not declare, or a second part of one media type:
+//     unsupported_capability;
+//   - then, replicate.input that is not an object of allowed values, names the prompt
+//     or a media input, or names a parameter outside d.Parameters: invalid_request (the
+//     caller asked for something the deployment does not allow).
+func CanEncode(req *protocol.Request, d *routing.Deployment) *protocol.Error {
+	if d == nil {
+		return refuse(errMissing)
+	}
+	_, err := check(req, d.Capabilities, d.Parameters)
+	return err
+}
+
+var _ engine.EncodeCheck = CanEncode
+
+// check refuses what CanEncode refuses for a deployment with caps and allowed parameter
+// names, and returns the parameters req sets. It is the only place refusals are
+// decided: createRequest maps only requests it admits.
+func check(req *protocol.Request, caps routing.CapSet, allowed []string) (map[string]json.RawMessage, *protocol.Error) {
+	if req == nil {
+		return nil, refuse(errMissing)
+	}
+	if err := checkParts(req.Input, caps); err != nil {
+		return nil, err
+	}
+	return parameters(req, allowed)
+}
+
+// checkParts refuses parts a deployment with caps cannot take.
+func checkParts(parts []protocol.Part, caps routing.CapSet) *protocol.Error {
+	var seen [4]protocol.PartType
+	n := 0
+	for i := range parts {
+		p := &parts[i]
+		c, known := p.Type.Implies()
+		switch {
+		case !known:
+			return refuse(errPartType)
+		case c == protocol.CapTools:
+			return refuse(errTools)
+		case !caps.Has(routing.CapsOf(c)):
+			return refuse(errUndeclared)
+		}
+		if _, media := mediaKeys[p.Type]; media {
+			if slices.Contains(seen[:n], p.Type) {
+				return refuse(errMediaTwice)
+			}
+			seen[n] = p.Type
+			n++
+		}
+	}
+	return nil
+}
+
+// parameters returns the model parameters req sets through replicate.input, refusing
+// any whose name is not in allowed or is one the adapter derives from the input parts.
+func parameters(req *protocol.Request, allowed []string) (map[string]json.RawMessage, *protocol.Error) {
+	raw, ok := req.Extensions[extInput]
+	if !ok {
+		return nil, nil
+	}
+	// DecodeRequest has checked the value; it is checked again for requests built in
+	// code, with the same rules.
+	spec, _ := protocol.LookupExtension(extInput)
+	var params map[string]json.RawMessage
+	if !spec.Valid(raw) || json.Unmarshal(raw, &params) != nil {
+		return nil, refuse(errParamValue)
+	}
+	// Two passes, so the refusal does not depend on map order.
+	for name := range params {
+		if derived(name) {
+			return nil, refuse(errParamReserved)
+		}
+	}
+	for name := range params {
+		if !slices.Contains(allowed, name) {
+			return nil, refuse(errParamAllowed)
+		}
+	}
+	return params, nil
+}
+
+// derived reports whether the adapter fills the input field name from the input parts:
+// the prompt or a media input.
+func derived(name string) bool {
+	if name == promptKey {
+		return true
+	}
+	for _, k := range mediaKeys {
+		if name == k {
+			return true
+		}
+	}
+	return false
 }
 
 // createBody is the body of both create endpoints; version is set only for
@@ -33,91 +162,69 @@ type createBody struct {
 	Input   map[string]json.RawMessage `json:"input"`
 }
 
-// createRequest returns the create URL and body for req. A pinned version (from the
-// model id, else from the replicate.version extension) selects POST /v1/predictions;
-// otherwise the model is run through its official-model endpoint.
+// createRequest returns the create URL and body for req, or CanEncode's refusal. The
+// model and version are the deployment's alone: a pinned version ("owner/name:version")
+// selects POST /v1/predictions, otherwise the model runs through its official-model
+// endpoint.
 func (a *adapter) createRequest(req *protocol.Request) (string, []byte, *protocol.Error) {
-	input, perr := buildInput(req.Input, a.caps)
+	params, perr := check(req, a.caps, a.params)
 	if perr != nil {
 		return "", nil, perr
 	}
-	body := createBody{Version: a.version, Input: input}
-	if body.Version == "" {
-		if raw, ok := req.Extensions[extVersion]; ok {
-			// DecodeRequest already checked the type and pattern; this only unwraps it.
-			if err := json.Unmarshal(raw, &body.Version); err != nil || body.Version == "" {
-				return "", nil, protocol.NewError(protocol.CodeInvalidRequest, "extension replicate.version must be a version id")
-			}
-		}
-	}
+	body := createBody{Version: a.version, Input: buildInput(req.Input, params)}
 	target := a.base + "/v1/models/" + a.owner + "/" + a.name + "/predictions"
 	if body.Version != "" {
 		target = a.base + "/v1/predictions"
 	}
 	b, err := json.Marshal(body)
 	if err != nil {
-		// Every value is a string or a json part's already-valid raw JSON.
+		// Only raw JSON from a request built past DecodeRequest (a json part) can fail.
 		return "", nil, protocol.NewError(protocol.CodeInvalidRequest, "the request cannot be encoded for replicate")
 	}
 	return target, b, nil
 }
 
-// buildInput maps the request's parts to a prediction's input object:
+// buildInput maps the parts CanEncode admitted, and the allowed parameters, to a
+// prediction's input object:
 //
-//   - text parts, in order and whatever their role, are joined with a blank line into
-//     "prompt";
+//   - text parts and json parts, in order and whatever their role, are joined with a
+//     blank line into "prompt"; a json part contributes its compact JSON text. A json
+//     part is data for the model, never input fields: its keys cannot add a media input
+//     or a tool, or replace the prompt;
 //   - an image, audio, video or file part goes under "image", "audio", "video" or "file":
 //     its uri as given, or its data as a data URI ("data:<media_type>;base64,<data>");
-//     at most one part of each type, and only types the deployment declares;
-//   - a json part must hold a JSON object, whose keys become input fields. json parts
-//     are applied last and in order, so their keys override "prompt" and the media keys,
-//     and a later json part overrides an earlier one: the caller's explicit field wins
-//     over the adapter's derived one;
-//   - tool, tool_call and tool_result parts are refused: Replicate cannot declare tools.
-//
-// Routing has already matched the parts against the deployment's capabilities; the
-// checks here keep a misrouted request from reaching the provider.
-func buildInput(parts []protocol.Part, caps routing.CapSet) (map[string]json.RawMessage, *protocol.Error) {
-	input := map[string]json.RawMessage{}
+//   - each parameter goes under its own name; none is "prompt" or a media key.
+func buildInput(parts []protocol.Part, params map[string]json.RawMessage) map[string]json.RawMessage {
+	input := make(map[string]json.RawMessage, len(params)+2)
+	for name, v := range params {
+		input[name] = v
+	}
 	var texts []string
-	var objects []map[string]json.RawMessage
 	for i := range parts {
 		p := &parts[i]
-		c, known := p.Type.Implies()
-		switch {
-		case !known:
-			return nil, protocol.NewError(protocol.CodeInvalidRequest, "the request has a part type replicate does not know")
-		case c == protocol.CapTools:
-			return nil, protocol.NewError(protocol.CodeInvalidRequest, "replicate deployments cannot take tool, tool_call or tool_result parts")
-		case !caps.Has(routing.CapsOf(c)):
-			return nil, protocol.NewError(protocol.CodeUnsupportedCapability, "the deployment does not declare an input modality the request uses")
-		}
 		switch p.Type {
 		case protocol.PartText:
 			texts = append(texts, p.Text)
 		case protocol.PartJSON:
-			var obj map[string]json.RawMessage
-			if err := json.Unmarshal(p.JSON, &obj); err != nil || obj == nil {
-				return nil, protocol.NewError(protocol.CodeInvalidRequest, "replicate json parts must hold a JSON object of input fields")
-			}
-			objects = append(objects, obj)
+			texts = append(texts, compactJSON(p.JSON))
 		default:
-			key := mediaKeys[p.Type]
-			if _, dup := input[key]; dup {
-				return nil, protocol.NewError(protocol.CodeInvalidRequest, "replicate takes at most one part of each media type")
-			}
-			input[key] = jsonString(mediaValue(p))
+			input[mediaKeys[p.Type]] = jsonString(mediaValue(p))
 		}
 	}
 	if len(texts) > 0 {
-		input["prompt"] = jsonString(strings.Join(texts, promptSeparator))
+		input[promptKey] = jsonString(strings.Join(texts, promptSeparator))
 	}
-	for _, obj := range objects {
-		for k, v := range obj {
-			input[k] = v
-		}
+	return input
+}
+
+// compactJSON is a json part's value as compact JSON text (as given if it is not JSON,
+// which DecodeRequest never lets through).
+func compactJSON(raw json.RawMessage) string {
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, raw); err != nil {
+		return string(raw)
 	}
-	return input, nil
+	return buf.String()
 }
 
 // mediaValue is what Replicate accepts for a file input: an HTTP URL, or a data URI for

@@ -13,11 +13,14 @@ import (
 func TestBuildInput(t *testing.T) {
 	all := routing.CapsOf(protocol.CapInputText, protocol.CapInputJSON, protocol.CapInputImage,
 		protocol.CapInputAudio, protocol.CapInputVideo, protocol.CapInputFile)
+	allowed := []string{"steps", "seed", "aspect_ratio", "go_fast"}
 	tests := []struct {
-		name  string
-		input string // the request's input array
-		caps  routing.CapSet
-		want  string // the input object, or the error JSON
+		name   string
+		input  string // the request's input array
+		ext    string // the request's replicate.input, if any
+		caps   routing.CapSet
+		params []string // the deployment's allowed parameters; nil means allowed
+		want   string   // the input object, or the error JSON
 	}{
 		{
 			name:  "text parts are joined whatever their role",
@@ -25,10 +28,17 @@ func TestBuildInput(t *testing.T) {
 			want:  `{"prompt":"Be brief.\n\na fox"}`,
 		},
 		{
-			name: "json keys override prompt and media keys; later parts override earlier",
+			name: "json parts join the prompt as compact JSON, in part order; their keys are never input fields",
 			input: `[{"type":"text","text":"derived"},{"type":"image","media_type":"image/png","uri":"https://example.com/a.png"},
-				{"type":"json","json":{"prompt":"explicit","steps":4}},{"type":"json","json":{"steps":8,"image":"https://example.com/b.png"}}]`,
-			want: `{"prompt":"explicit","steps":8,"image":"https://example.com/b.png"}`,
+				{"type":"json","json":{"prompt": "explicit", "steps": 4}},{"type":"text","role":"assistant","text":"then"},
+				{"type":"json","json":{"steps":8,"image":"https://example.com/b.png","tools":[{"name":"x"}]}}]`,
+			want: `{"prompt":"derived\n\n{\"prompt\":\"explicit\",\"steps\":4}\n\nthen\n\n{\"steps\":8,\"image\":\"https://example.com/b.png\",\"tools\":[{\"name\":\"x\"}]}",
+				"image":"https://example.com/a.png"}`,
+		},
+		{
+			name:  "json scalars and arrays are data too",
+			input: `[{"type":"json","json":[1, 2]},{"type":"json","json":null},{"type":"json","json":"s"}]`,
+			want:  `{"prompt":"[1,2]\n\nnull\n\n\"s\""}`,
 		},
 		{
 			name: "media as data URIs and uris, one key per type",
@@ -45,24 +55,49 @@ func TestBuildInput(t *testing.T) {
 			want:  `{"audio":"data:audio/ogg;codecs=opus;base64,AAAA"}`,
 		},
 		{
-			name:  "json only",
-			input: `[{"type":"json","json":{}}]`,
-			want:  `{}`,
+			name:  "allowed parameters are sent beside the prompt, values as given",
+			input: `[{"type":"text","text":"a fox"}]`,
+			ext:   `{"steps":4,"seed":-1e3,"aspect_ratio":"16:9","go_fast":true}`,
+			want:  `{"prompt":"a fox","steps":4,"seed":-1e3,"aspect_ratio":"16:9","go_fast":true}`,
+		},
+		{
+			name:   "no parameters",
+			input:  `[{"type":"text","text":"a fox"}]`,
+			ext:    `{}`,
+			params: []string{},
+			want:   `{"prompt":"a fox"}`,
+		},
+		{
+			name:  "a parameter the deployment does not allow",
+			input: `[{"type":"text","text":"a fox"}]`,
+			ext:   `{"steps":4,"num_outputs":4}`,
+			want:  `{"code":"invalid_request","message":"a model parameter the request sets is not allowed by the deployment","retryable":false}`,
+		},
+		{
+			name:   "parameters without an allow-list",
+			input:  `[{"type":"text","text":"a fox"}]`,
+			ext:    `{"seed":1}`,
+			params: []string{},
+			want:   `{"code":"invalid_request","message":"a model parameter the request sets is not allowed by the deployment","retryable":false}`,
+		},
+		{
+			name:   "a parameter never replaces the prompt, even when allowed",
+			input:  `[{"type":"text","text":"a fox"}]`,
+			ext:    `{"prompt":"other"}`,
+			params: []string{"prompt"},
+			want:   `{"code":"invalid_request","message":"model parameters cannot set the prompt or a media input: those come from the input parts","retryable":false}`,
+		},
+		{
+			name:   "a parameter never sets a media input, even when allowed",
+			input:  `[{"type":"text","text":"a fox"}]`,
+			ext:    `{"image":"a fox"}`,
+			params: []string{"image"},
+			want:   `{"code":"invalid_request","message":"model parameters cannot set the prompt or a media input: those come from the input parts","retryable":false}`,
 		},
 		{
 			name:  "two images",
 			input: `[{"type":"image","media_type":"image/png","data":"AAAA"},{"type":"image","media_type":"image/png","data":"AAAA"}]`,
-			want:  `{"code":"invalid_request","message":"replicate takes at most one part of each media type","retryable":false}`,
-		},
-		{
-			name:  "json part that is not an object",
-			input: `[{"type":"json","json":[1,2]}]`,
-			want:  `{"code":"invalid_request","message":"replicate json parts must hold a JSON object of input fields","retryable":false}`,
-		},
-		{
-			name:  "json null",
-			input: `[{"type":"json","json":null}]`,
-			want:  `{"code":"invalid_request","message":"replicate json parts must hold a JSON object of input fields","retryable":false}`,
+			want:  `{"code":"unsupported_capability","message":"replicate takes at most one part of each media type","retryable":false}`,
 		},
 		{
 			name:  "undeclared modality",
@@ -71,9 +106,15 @@ func TestBuildInput(t *testing.T) {
 			want:  `{"code":"unsupported_capability","message":"the deployment does not declare an input modality the request uses","retryable":false}`,
 		},
 		{
+			name:  "json part on a deployment without input.json",
+			input: `[{"type":"text","text":"a fox"},{"type":"json","json":{"image":"https://example.com/b.png"}}]`,
+			caps:  routing.CapsOf(protocol.CapInputText, protocol.CapInputImage),
+			want:  `{"code":"unsupported_capability","message":"the deployment does not declare an input modality the request uses","retryable":false}`,
+		},
+		{
 			name:  "tool result",
 			input: `[{"type":"tool_result","call_id":"c1","content":"42"}]`,
-			want:  `{"code":"invalid_request","message":"replicate deployments cannot take tool, tool_call or tool_result parts","retryable":false}`,
+			want:  `{"code":"unsupported_capability","message":"replicate deployments cannot take tool, tool_call or tool_result parts","retryable":false}`,
 		},
 	}
 	for _, tt := range tests {
@@ -82,13 +123,21 @@ func TestBuildInput(t *testing.T) {
 			if caps == 0 {
 				caps = all
 			}
-			req := request(t, `{"ability":"image","input":`+tt.input+`}`)
-			got, perr := buildInput(req.Input, caps)
+			params := tt.params
+			if params == nil {
+				params = allowed
+			}
+			body := `{"ability":"image","input":` + tt.input
+			if tt.ext != "" {
+				body += `,"extensions":{"replicate.input":` + tt.ext + `}`
+			}
+			req := request(t, body+`}`)
+			got, perr := check(req, caps, params)
 			if perr != nil {
 				assertJSON(t, "error", perr, tt.want)
 				return
 			}
-			assertJSON(t, "input", got, tt.want)
+			assertJSON(t, "input", buildInput(req.Input, got), tt.want)
 		})
 	}
 }

@@ -40,11 +40,20 @@ const (
 	UnitPredictTime = "replicate.predict_time_seconds"
 )
 
-// Factory builds the adapter for a deployment with the default options; register it
-// under Provider in engine.Config.Providers.
+// Factory builds the adapter for a deployment with the default options; Register
+// installs it.
 func Factory(d *routing.Deployment) (engine.Adapter, error) { return New(d) }
 
 var _ engine.Factory = Factory
+
+// Register adds the adapter for Provider, built with opts, to m
+// (engine.Config.Providers), with CanEncode as its routing-time check.
+func Register(m map[string]engine.Provider, opts ...Option) {
+	m[Provider] = engine.Provider{
+		New:       func(d *routing.Deployment) (engine.Adapter, error) { return New(d, opts...) },
+		CanEncode: CanEncode,
+	}
+}
 
 // Option configures an adapter built by New.
 type Option func(*options)
@@ -89,6 +98,7 @@ type adapter struct {
 	version  string // pinned by the model id ("owner/name:version"), else empty
 	token    string
 	caps     routing.CapSet
+	params   []string // spec.allowedParameters
 	client   *http.Client
 	pollInit time.Duration
 	pollMax  time.Duration
@@ -117,6 +127,7 @@ func New(d *routing.Deployment, opts ...Option) (engine.Adapter, error) {
 	a := &adapter{
 		token:    d.Credential.Reveal(),
 		caps:     d.Capabilities,
+		params:   d.Parameters,
 		pollInit: o.pollInitial,
 		pollMax:  o.pollMax,
 	}
@@ -164,14 +175,12 @@ func parseModel(model string) (owner, name, version string, err error) {
 }
 
 // Execute implements engine.Adapter: it creates the prediction, then follows it to its
-// end (see run).
+// end (see run). A request it refuses (CanEncode's refusals) is returned as an
+// engine.NotSent error before anything is sent.
 func (a *adapter) Execute(ctx context.Context, at engine.Attempt, emit engine.Emitter) (engine.Outcome, error) {
-	if at.Request == nil {
-		return engine.Outcome{}, protocol.NewError(protocol.CodeInvalidRequest, "request is missing")
-	}
 	target, body, perr := a.createRequest(at.Request)
 	if perr != nil {
-		return engine.Outcome{}, perr
+		return engine.Outcome{}, engine.NotSent(perr)
 	}
 	r := newRun(ctx, a, at, emit)
 	return r.execute(ctx, target, body)

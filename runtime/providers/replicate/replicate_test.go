@@ -2,6 +2,8 @@ package replicate
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -12,14 +14,16 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/switchboard-dev/switchboard/runtime/engine"
+	"github.com/switchboard-dev/switchboard/runtime/engine/enginetest"
 	"github.com/switchboard-dev/switchboard/runtime/protocol"
 	"github.com/switchboard-dev/switchboard/runtime/routing"
 )
 
 const foxRequest = `{"ability":"image","input":[
 	{"type":"text","text":"a red fox"},
-	{"type":"text","text":"in fresh snow"},
-	{"type":"json","json":{"num_outputs":2}}]}`
+	{"type":"text","text":"in fresh snow"}],
+	"extensions":{"replicate.input":{"num_outputs":2}}}`
 
 // TestListOutput follows an official model's prediction from starting through two
 // processing states (each polled twice) to a list of files, and checks every request,
@@ -82,8 +86,8 @@ func TestStringOutput(t *testing.T) {
 	f := newFake(t, createdJSON("pro_starting.json"), okJSON("pro_succeeded.json"))
 	d := deployment(f.srv.URL, withModel("black-forest-labs/flux-1.1-pro"))
 	req := request(t, `{"ability":"image","input":[
-		{"type":"text","text":"a paper boat floating on calm water at sunrise"},
-		{"type":"json","json":{"aspect_ratio":"1:1","output_format":"png"}}]}`)
+		{"type":"text","text":"a paper boat floating on calm water at sunrise"}],
+		"extensions":{"replicate.input":{"aspect_ratio":"1:1","output_format":"png"}}}`)
 	o := attempt(context.Background(), t, d, req, time.Second, fast(f)...)
 	if o.err != nil {
 		t.Fatalf("Execute: %v", o.err)
@@ -102,33 +106,53 @@ func TestStringOutput(t *testing.T) {
 		"result":"`+url+`","artifacts":`+artifacts+`,"usage":`+usage+`,"finish_reason":"succeeded"}`)
 }
 
-// TestVersion: a version pinned by the model id or given as replicate.version runs
-// through POST /v1/predictions; the pinned one wins.
+// TestVersion: the model and version are the deployment's alone. A pinned version runs
+// through POST /v1/predictions, an unpinned model through its official-model endpoint,
+// whatever the request carries: replicate.version is refused at decode (400), and in a
+// request built past the decoder, or named by a json part or a parameter, it changes
+// nothing.
 func TestVersion(t *testing.T) {
 	const version = "5c7d5dc6dd8bf75c1acaa8565735e7986bc5b66206b55cca93cb72c9bf15ccaa"
+	if _, err := protocol.DecodeRequest([]byte(`{"ability":"image","input":[{"type":"text","text":"Alice"}],"extensions":{"replicate.version":"` + version + `"}}`)); err == nil ||
+		protocol.AsError(err).Code.HTTPStatus() != http.StatusBadRequest {
+		t.Fatalf("DecodeRequest of replicate.version = %v, want 400", err)
+	}
+	// Built in code, past the decoder: the extension and the json part name another
+	// version and model; the allowed parameter "version" is an ordinary model input.
+	attack := func(t *testing.T) *protocol.Request {
+		req := request(t, `{"ability":"image","input":[{"type":"text","text":"Alice"},{"type":"json","json":{"version":"0000","model":"evil/model"}}]}`)
+		req.Extensions = map[string]json.RawMessage{
+			"replicate.version": json.RawMessage(`"evil/model:0000"`),
+			"replicate.model":   json.RawMessage(`"evil/model"`),
+		}
+		return req
+	}
+	const prompt = `"Alice\n\n{\"version\":\"0000\",\"model\":\"evil/model\"}"`
 	tests := []struct {
 		name  string
 		model string
-		ext   string
+		calls []string
+		body  string
 	}{
-		{"pinned by the model id", "replicate/hello-world:" + version, ""},
-		{"from the extension", "replicate/hello-world", `,"extensions":{"replicate.version":"` + version + `"}`},
-		{"pinned wins over the extension", "replicate/hello-world:" + version, `,"extensions":{"replicate.version":"0000"}`},
+		{"pinned by the model id", "replicate/hello-world:" + version,
+			[]string{"POST /v1/predictions", "GET /v1/predictions/gm3qorzdhgbfurvjtvhg6dckhu"},
+			`{"version":"` + version + `","input":{"prompt":` + prompt + `}}`},
+		{"official model", "replicate/hello-world",
+			[]string{"POST /v1/models/replicate/hello-world/predictions", "GET /v1/predictions/gm3qorzdhgbfurvjtvhg6dckhu"},
+			`{"input":{"prompt":` + prompt + `}}`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newFake(t, createdJSON("hello_starting.json"), okJSON("hello_succeeded.json"))
 			d := deployment(f.srv.URL, withModel(tt.model))
-			req := request(t, `{"ability":"image","input":[{"type":"text","text":"Alice"}]`+tt.ext+`}`)
-			o := attempt(context.Background(), t, d, req, time.Second, fast(f)...)
+			o := attempt(context.Background(), t, d, attack(t), time.Second, fast(f)...)
 			if o.err != nil {
 				t.Fatalf("Execute: %v", o.err)
 			}
-			want := []string{"POST /v1/predictions", "GET /v1/predictions/gm3qorzdhgbfurvjtvhg6dckhu"}
-			if diff := cmp.Diff(want, f.calls()); diff != "" {
+			if diff := cmp.Diff(tt.calls, f.calls()); diff != "" {
 				t.Errorf("requests (-want +got):\n%s", diff)
 			}
-			assertJSON(t, "create body", jsonText(f.seen()[0].Body), `{"version":"`+version+`","input":{"prompt":"Alice"}}`)
+			assertJSON(t, "create body", jsonText(f.seen()[0].Body), tt.body)
 			assertJSON(t, "events", o.events, `[
 				{"type":"execution.progress","data":{"stage":"queued"}},
 				{"type":"output.result","data":{"result":"hello Alice","artifacts":[]}},
@@ -364,9 +388,9 @@ func TestCancelBoundedByGrace(t *testing.T) {
 	}
 }
 
-// TestCancelBeforeCreated: while the create call is in flight there is no prediction id,
-// so an ended context cancels nothing remotely.
-func TestCancelBeforeCreated(t *testing.T) {
+// TestCreateUnanswered: a create that never answers is abandoned once the cleanup grace
+// after the attempt's end has passed; with no prediction id nothing can be cancelled.
+func TestCreateUnanswered(t *testing.T) {
 	f := newFake(t, createdJSON("flux_starting.json"))
 	f.holdCreate = true
 	ctx, cancel := context.WithCancel(context.Background())
@@ -377,7 +401,12 @@ func TestCancelBeforeCreated(t *testing.T) {
 		}
 		cancel()
 	}()
-	o := attempt(ctx, t, deployment(f.srv.URL), request(t, foxRequest), time.Second, fast(f)...)
+	const grace = 300 * time.Millisecond
+	start := time.Now()
+	o := attempt(ctx, t, deployment(f.srv.URL), request(t, foxRequest), grace, fast(f)...)
+	if took := time.Since(start); took < grace || took > grace+2*time.Second {
+		t.Errorf("Execute took %v, want about the %v grace", took, grace)
+	}
 	if o.err == nil {
 		t.Fatal("Execute succeeded")
 	}
@@ -387,6 +416,69 @@ func TestCancelBeforeCreated(t *testing.T) {
 	if len(o.events) != 0 {
 		t.Errorf("events = %v", o.events)
 	}
+	if !strings.Contains(o.logs, "Replicate create did not answer within the cleanup grace") {
+		t.Errorf("the abandoned create was not logged:\n%s", o.logs)
+	}
+}
+
+// TestCreateAnsweredAfterTimeout: the attempt times out while the create is in flight
+// and the create answers later, within the cleanup grace. The prediction it names is
+// cancelled through its urls.cancel, so no second billed prediction keeps running; it is
+// never polled, and nothing is recorded for it.
+func TestCreateAnsweredAfterTimeout(t *testing.T) {
+	const timeout, late = 150 * time.Millisecond, 400 * time.Millisecond
+	t.Run("attempt", func(t *testing.T) {
+		f := newFake(t, createdJSON("flux_starting.json"), okJSON("flux_processing_1.json"))
+		f.createDelay = late
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		defer cancel()
+		o := attempt(ctx, t, deployment(f.srv.URL), request(t, foxRequest), 2*time.Second, fast(f)...)
+		if o.err == nil {
+			t.Fatal("Execute succeeded after its context ended")
+		}
+		want := []string{
+			"POST /v1/models/black-forest-labs/flux-schnell/predictions",
+			"POST /v1/predictions/m420tb253nrm60cj09c8hwfgxw/cancel",
+		}
+		if diff := cmp.Diff(want, f.calls()); diff != "" {
+			t.Errorf("requests (-want +got):\n%s", diff)
+		}
+		if running := f.running(); len(running) != 0 {
+			t.Errorf("predictions left running: %v", running)
+		}
+		if len(o.events) != 0 {
+			t.Errorf("events = %v", o.events)
+		}
+		assertAuth(t, f.seen())
+		assertNoCanary(t, o)
+	})
+	t.Run("through the engine", func(t *testing.T) {
+		f := newFake(t, createdJSON("flux_starting.json"), okJSON("flux_processing_1.json"))
+		f.createDelay = late
+		d := deployment(f.srv.URL)
+		d.AttemptTimeout = timeout
+		h := enginetest.NewHarness(t, engine.Config{
+			Providers:    map[string]engine.Provider{Provider: {New: func(d *routing.Deployment) (engine.Adapter, error) { return New(d, fast(f)...) }}},
+			CleanupGrace: 2 * time.Second,
+		}, *d)
+		id := h.Submit(request(t, `{"ability":"image","input":[{"type":"text","text":"a fox"}],"routing":{"max_attempts":1}}`)).ID
+		snap := protocol.Materialize(id, h.WaitTerminal(id))
+		if snap.Status != protocol.StatusFailed || snap.Error == nil || snap.Error.Code != protocol.CodeProviderTimeout {
+			t.Errorf("snapshot = %+v, want failed with provider_timeout", snap)
+		}
+		// The terminal event waited for the cleanup: the cancel has already arrived.
+		select {
+		case <-f.cancelled:
+		default:
+			t.Fatalf("no cancel before the terminal event; requests: %v", f.calls())
+		}
+		if running := f.running(); len(running) != 0 {
+			t.Errorf("predictions left running: %v", running)
+		}
+		if n := strings.Count(strings.Join(f.calls(), "\n"), "GET "); n != 0 {
+			t.Errorf("the late prediction was polled %d times", n)
+		}
+	})
 }
 
 // TestForeignURL: a urls.get on another origin is refused without sending it anything;
@@ -499,7 +591,8 @@ func TestCredentialNeverLeaks(t *testing.T) {
 	}
 }
 
-// TestInputRefused: parts the deployment cannot take fail before any request is sent.
+// TestInputRefused: parts or parameters the deployment cannot take are refused before
+// any request is sent, as NotSent refusals that CanEncode makes too.
 func TestInputRefused(t *testing.T) {
 	tests := []struct {
 		name string
@@ -514,14 +607,25 @@ func TestInputRefused(t *testing.T) {
 		{
 			name: "tool part",
 			body: `{"ability":"image","input":[{"type":"text","text":"hi"},{"type":"tool","name":"get_weather","parameters":{"type":"object"}}]}`,
-			want: `{"code":"invalid_request","message":"replicate deployments cannot take tool, tool_call or tool_result parts","retryable":false}`,
+			want: `{"code":"unsupported_capability","message":"replicate deployments cannot take tool, tool_call or tool_result parts","retryable":false}`,
+		},
+		{
+			name: "parameter not allowed",
+			body: `{"ability":"image","input":[{"type":"text","text":"hi"}],"extensions":{"replicate.input":{"num_inference_steps":50}}}`,
+			want: `{"code":"invalid_request","message":"a model parameter the request sets is not allowed by the deployment","retryable":false}`,
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newFake(t, createdJSON("flux_starting.json"))
-			o := attempt(context.Background(), t, deployment(f.srv.URL), request(t, tt.body), time.Second, fast(f)...)
+			d := deployment(f.srv.URL)
+			req := request(t, tt.body)
+			o := attempt(context.Background(), t, d, req, time.Second, fast(f)...)
 			assertError(t, o.err, tt.want)
+			if !errors.Is(o.err, engine.ErrNotSent) {
+				t.Errorf("error = %v, want a NotSent refusal", o.err)
+			}
+			assertJSON(t, "CanEncode", CanEncode(req, d), tt.want)
 			if calls := f.calls(); len(calls) != 0 {
 				t.Errorf("requests sent: %v", calls)
 			}

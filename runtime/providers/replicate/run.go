@@ -43,14 +43,47 @@ func newRun(ctx context.Context, a *adapter, at engine.Attempt, emit engine.Emit
 // execute creates the prediction and follows it. The create request is never retried:
 // it is not idempotent, and a second prediction would run (and bill) twice. Retryable
 // failures go back to the engine, which may fall back to another deployment.
+//
+// The create is sent on a context detached from the attempt's. When the attempt ends
+// (cancel, deadline, attempt timeout) while the create is in flight, the adapter keeps
+// waiting for its answer for up to the cleanup grace and cancels the prediction it
+// names: otherwise a prediction would run, and be billed, with nobody following it —
+// and next to the one a fallback creates. After the grace the create is abandoned.
 func (r *run) execute(ctx context.Context, target string, body []byte) (engine.Outcome, error) {
+	if ctx.Err() != nil {
+		return engine.Outcome{}, ended(ctx)
+	}
+	cctx, abandon := context.WithCancel(context.WithoutCancel(ctx))
+	defer abandon()
+	stop := context.AfterFunc(ctx, func() {
+		t := time.AfterFunc(r.grace, abandon)
+		context.AfterFunc(cctx, func() { t.Stop() })
+	})
+	defer stop()
+
 	var p prediction
-	if _, perr := r.a.send(ctx, http.MethodPost, target, body, &p); perr != nil {
+	_, perr := r.a.send(cctx, http.MethodPost, target, body, &p)
+	if perr == nil && p.Status == "" {
+		perr = unreadable()
+	}
+	if ctx.Err() != nil {
+		if perr != nil {
+			// No prediction id: nothing can be cancelled. Past the grace the create's
+			// fate is unknown; say so, since a prediction may be running.
+			if cctx.Err() != nil {
+				r.log.Info("Replicate create did not answer within the cleanup grace; a prediction may be running", "grace", r.grace)
+			}
+			return engine.Outcome{}, ended(ctx)
+		}
+		r.log.V(1).Info("Created Replicate prediction after the attempt ended", "prediction", r.a.safeID(p.ID), "status", p.Status)
+		if !p.Status.terminal() {
+			r.cancel(cctx, &p)
+		}
+		return engine.Outcome{}, ended(ctx)
+	}
+	if perr != nil {
 		// Without a response there is no prediction id, so nothing to cancel.
 		return engine.Outcome{}, perr
-	}
-	if p.Status == "" {
-		return engine.Outcome{}, unreadable()
 	}
 	r.log.V(1).Info("Created Replicate prediction", "prediction", r.a.safeID(p.ID), "status", p.Status)
 	return r.follow(ctx, &p)
@@ -158,24 +191,30 @@ func (r *run) usage(p *prediction) error {
 // on a context detached from ctx (which may have ended) and bounded by the cleanup grace,
 // the longest the engine waits for the adapter.
 func (r *run) abandon(ctx context.Context, p *prediction, err error) (engine.Outcome, error) {
+	cctx, stop := context.WithTimeout(context.WithoutCancel(ctx), r.grace)
+	defer stop()
+	r.cancel(cctx, p)
+	return engine.Outcome{}, err
+}
+
+// cancel POSTs p's urls.cancel on ctx, if it is on the endpoint's origin. A failure is
+// only logged: the attempt is ending either way.
+func (r *run) cancel(ctx context.Context, p *prediction) {
 	id := r.a.safeID(p.ID)
 	target, ok := r.a.sameOrigin(p.URLs.Cancel)
 	if !ok {
 		r.log.Info("Cannot cancel Replicate prediction: its cancel URL is outside the endpoint's origin", "prediction", id)
-		return engine.Outcome{}, err
+		return
 	}
-	cctx, stop := context.WithTimeout(context.WithoutCancel(ctx), r.grace)
-	defer stop()
-	if _, perr := r.a.send(cctx, http.MethodPost, target, nil, nil); perr != nil {
+	if _, perr := r.a.send(ctx, http.MethodPost, target, nil, nil); perr != nil {
 		status := 0
 		if perr.ProviderError != nil {
 			status = perr.ProviderError.HTTPStatus
 		}
 		r.log.Info("Cannot cancel Replicate prediction", "prediction", id, "code", perr.Code, "httpStatus", status)
-		return engine.Outcome{}, err
+		return
 	}
 	r.log.V(1).Info("Cancelled Replicate prediction", "prediction", id)
-	return engine.Outcome{}, err
 }
 
 // sleep waits d, or until ctx ends (then it returns false).
@@ -196,7 +235,8 @@ func ended(ctx context.Context) error {
 	return providerhttp.TransportError(ctx, Provider, ctx.Err())
 }
 
-// statusError maps a terminal failure status (CONTRACT §7; README "Status mapping"):
+// statusError maps a terminal failure status (spec/http-api.md, "Errors"; README
+// "Status and error mapping"):
 //
 //   - failed: the model raised an error while predicting on this input. Replicate does
 //     not say whether the input or the model is at fault (schema violations are already
