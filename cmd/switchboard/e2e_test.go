@@ -68,27 +68,51 @@ func (b *lockedBuffer) String() string {
 // start runs a built binary until the test ends; its combined output is returned.
 func start(t *testing.T, name string, args ...string) *lockedBuffer {
 	t.Helper()
+	out, _ := startProcess(t, name, args...)
+	return out
+}
+
+// process is a started binary. Wait returns once it has exited; it may be called more
+// than once.
+type process struct {
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+func (p *process) Wait(t *testing.T, timeout time.Duration) {
+	t.Helper()
+	select {
+	case <-p.done:
+	case <-time.After(timeout):
+		t.Fatalf("%s did not exit within %s", p.cmd.Path, timeout)
+	}
+}
+
+// startProcess is start for a test that also signals the process itself. When the test
+// ends, a process still running gets SIGINT, then SIGKILL after 15 seconds.
+func startProcess(t *testing.T, name string, args ...string) (*lockedBuffer, *process) {
+	t.Helper()
 	out := &lockedBuffer{}
 	cmd := exec.Command(filepath.Join(binDir, name), args...)
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	p := &process{cmd: cmd, done: make(chan struct{})}
+	go func() { _ = cmd.Wait(); close(p.done) }()
 	t.Cleanup(func() {
-		cmd.Process.Signal(os.Interrupt)
-		done := make(chan struct{})
-		go func() { cmd.Wait(); close(done) }()
+		_ = cmd.Process.Signal(os.Interrupt) // fails harmlessly once it has exited
 		select {
-		case <-done:
+		case <-p.done:
 		case <-time.After(15 * time.Second):
-			cmd.Process.Kill()
+			_ = cmd.Process.Kill()
 			t.Errorf("%s did not stop on SIGINT", name)
 		}
 		if t.Failed() {
 			t.Logf("%s output:\n%s", name, out.String())
 		}
 	})
-	return out
+	return out, p
 }
 
 func freeAddr(t *testing.T) string {
@@ -169,6 +193,18 @@ spec:
   credentials: {secretRef: {name: demo, key: api-key}}
   abilities: [text-to-image]
   capabilities: {input: [text], output: [image]}
+---
+apiVersion: ai.switchboard.dev/v1alpha1
+kind: ModelDeployment
+metadata: {name: staller, namespace: e2e}
+spec:
+  provider: openai-compatible
+  model: echo-stall
+  endpoint: http://%[1]s/openai/v1
+  allowInsecureEndpoint: true
+  credentials: {secretRef: {name: demo, key: api-key}}
+  abilities: [stall]
+  capabilities: {streaming: true}
 `, provider, e2eKey)
 }
 
@@ -177,10 +213,13 @@ type env struct {
 	dir        string
 	provider   *lockedBuffer
 	runtime    *lockedBuffer
+	process    *process
 	client     *client.Client
 }
 
-func setup(t *testing.T) *env {
+// setup starts the demo provider and switchboard on the test's manifests; args are
+// added to switchboard's flags.
+func setup(t *testing.T, args ...string) *env {
 	t.Helper()
 	providerAddr := freeAddr(t)
 	e := &env{api: freeAddr(t), probe: freeAddr(t), dir: t.TempDir()}
@@ -191,8 +230,8 @@ func setup(t *testing.T) *env {
 	if err := os.WriteFile(filepath.Join(e.dir, "models.yaml"), []byte(manifests(providerAddr)), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	e.runtime = start(t, "switchboard", "--manifests", e.dir, "--runtime-bind-address", e.api,
-		"--health-probe-bind-address", e.probe, "--metrics-bind-address", "0", "--cleanup-grace", "2s")
+	e.runtime, e.process = startProcess(t, "switchboard", append([]string{"--manifests", e.dir, "--runtime-bind-address", e.api,
+		"--health-probe-bind-address", e.probe, "--metrics-bind-address", "0", "--cleanup-grace", "2s"}, args...)...)
 	eventually(t, 15*time.Second, "switchboard /readyz", func() bool {
 		resp, err := http.Get("http://" + e.probe + "/readyz")
 		if err != nil {
@@ -250,7 +289,9 @@ func TestEndToEnd(t *testing.T) {
 			t.Errorf("events = %s", got)
 		}
 		var failed protocol.AttemptFailedData
-		json.Unmarshal(events[2].Data, &failed)
+		if err := json.Unmarshal(events[2].Data, &failed); err != nil {
+			t.Fatal(err)
+		}
 		if failed.Deployment != "e2e/flaky" || failed.Error.Code != protocol.CodeProviderUnavailable || !failed.Error.Retryable {
 			t.Errorf("attempt_failed = %+v", failed)
 		}
@@ -342,7 +383,9 @@ func TestEndToEnd(t *testing.T) {
 		}
 		last := events[len(events)-1]
 		var failed protocol.FailedData
-		json.Unmarshal(last.Data, &failed)
+		if err := json.Unmarshal(last.Data, &failed); err != nil {
+			t.Fatal(err)
+		}
 		if last.Type != protocol.EventFailed || failed.Error.Code != protocol.CodeCancelled {
 			t.Errorf("last event = %s %s", last.Type, last.Data)
 		}
@@ -362,12 +405,14 @@ func TestEndToEnd(t *testing.T) {
 	})
 
 	t.Run("a manifest edit is applied without restart", func(t *testing.T) {
-		_, err := e.client.Submit(ctx, textRequest("translate", "bonjour"))
-		if err == nil {
+		if _, err := e.client.Submit(ctx, textRequest("translate", "bonjour")); err == nil {
 			t.Fatal("translate served before it was declared")
 		}
 		path := filepath.Join(e.dir, "models.yaml")
-		data, _ := os.ReadFile(path)
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
 		edited := strings.Replace(string(data), "abilities: [summarize]", "abilities: [summarize, translate]", 1)
 		if err := os.WriteFile(path, []byte(edited), 0o600); err != nil {
 			t.Fatal(err)

@@ -48,7 +48,7 @@ func main() {
 	}
 }
 
-// options are the command-line flags (CONTRACT §4, §5, §11).
+// options are the command-line flags (spec/http-api.md, spec/events.md).
 type options struct {
 	runtimeAddr     string
 	probeAddr       string
@@ -56,6 +56,10 @@ type options struct {
 	leaderElect     bool
 	manifests       string
 	maxRequestBytes int64
+	readTimeout     time.Duration
+	idleTimeout     time.Duration
+	maxEvents       int
+	maxOutputBytes  int64
 	idempotencyTTL  time.Duration
 	sseKeepAlive    time.Duration
 	sseWriteTimeout time.Duration
@@ -77,6 +81,10 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.BoolVar(&o.leaderElect, "leader-elect", false, "Elect a leader among replicas; only the leader writes status.")
 	fs.StringVar(&o.manifests, "manifests", "", "Standalone mode: read ModelDeployment, CapabilityPolicy and Secret manifests from this folder instead of a cluster, and apply changes to it.")
 	fs.Int64Var(&o.maxRequestBytes, "max-request-bytes", httpapi.DefaultMaxRequestBytes, "Largest accepted request body; larger ones get 413.")
+	fs.DurationVar(&o.readTimeout, "read-timeout", 30*time.Second, "Longest time to read a request, body included; a stalled upload is closed. Event streams are exempt.")
+	fs.DurationVar(&o.idleTimeout, "idle-timeout", 120*time.Second, "Idle keep-alive connections are closed after this long.")
+	fs.IntVar(&o.maxEvents, "max-events-per-execution", engine.DefaultMaxEvents, "Events one execution may record, its terminal event included; past it the execution fails with output_too_large.")
+	fs.Int64Var(&o.maxOutputBytes, "max-output-bytes", engine.DefaultMaxOutputBytes, "Materialized output (text, tool arguments, result) one execution may record; past it the execution fails with output_too_large.")
 	fs.DurationVar(&o.idempotencyTTL, "idempotency-ttl", httpapi.DefaultIdempotencyTTL, "How long an Idempotency-Key is remembered (at least 24h).")
 	fs.DurationVar(&o.sseKeepAlive, "sse-keepalive", httpapi.DefaultSSEKeepAlive, "Idle time after which an event stream gets a keep-alive comment.")
 	fs.DurationVar(&o.sseWriteTimeout, "sse-write-timeout", httpapi.DefaultSSEWriteTimeout, "Deadline of each event-stream write; a stalled reader is dropped.")
@@ -93,10 +101,14 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		return nil, fmt.Errorf("unexpected arguments: %q", fs.Args())
 	}
 	if o.idempotencyTTL < 24*time.Hour {
-		return nil, fmt.Errorf("--idempotency-ttl must be at least 24h (CONTRACT §4.1), got %s", o.idempotencyTTL)
+		return nil, fmt.Errorf("--idempotency-ttl must be at least 24h, got %s", o.idempotencyTTL)
+	}
+	if o.maxEvents < engine.MinMaxEvents {
+		return nil, fmt.Errorf("--max-events-per-execution must be at least %d, got %d", engine.MinMaxEvents, o.maxEvents)
 	}
 	if o.maxRequestBytes <= 0 || o.maxConcurrent <= 0 || o.cleanupGrace <= 0 || o.retention < 0 ||
-		o.sseKeepAlive <= 0 || o.sseWriteTimeout <= 0 {
+		o.sseKeepAlive <= 0 || o.sseWriteTimeout <= 0 || o.readTimeout <= 0 || o.idleTimeout <= 0 ||
+		o.maxOutputBytes <= 0 {
 		return nil, errors.New("sizes, counts and durations must be positive")
 	}
 	return o, nil
@@ -119,31 +131,38 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 
 	holder := &routing.Holder{}
 	eng := engine.New(engine.Config{
-		Store:         store,
-		Table:         holder,
-		Providers:     providers(),
-		MaxConcurrent: o.maxConcurrent,
-		CleanupGrace:  o.cleanupGrace,
-		Logger:        log.WithName("engine"),
+		Store:          store,
+		Table:          holder,
+		Providers:      providers(),
+		MaxConcurrent:  o.maxConcurrent,
+		CleanupGrace:   o.cleanupGrace,
+		MaxEvents:      o.maxEvents,
+		MaxOutputBytes: o.maxOutputBytes,
+		Logger:         log.WithName("engine"),
 	})
-	api := &http.Server{
-		Addr: o.runtimeAddr,
-		Handler: httpapi.NewServer(httpapi.Config{
-			Engine:          eng,
-			Store:           store,
-			MaxRequestBytes: o.maxRequestBytes,
-			IdempotencyTTL:  o.idempotencyTTL,
-			SSEKeepAlive:    o.sseKeepAlive,
-			SSEWriteTimeout: o.sseWriteTimeout,
-			Logger:          log.WithName("httpapi"),
-		}),
-		ReadHeaderTimeout: 10 * time.Second,
-	}
-	// Executions end (with a terminal event) before the store closes.
+	// Every request's context derives from streams, which ends as soon as shutdown
+	// starts: open event streams close at once instead of holding the server's graceful
+	// shutdown until their executions end. Submissions run on contexts detached from it.
+	streams, endStreams := context.WithCancel(context.WithoutCancel(ctx))
+	defer endStreams()
+	stopStreams := context.AfterFunc(ctx, endStreams)
+	defer stopStreams()
+	api := newHTTPServer(o, o.runtimeAddr, httpapi.NewServer(httpapi.Config{
+		Engine:          eng,
+		Store:           store,
+		MaxRequestBytes: o.maxRequestBytes,
+		IdempotencyTTL:  o.idempotencyTTL,
+		SSEKeepAlive:    o.sseKeepAlive,
+		SSEWriteTimeout: o.sseWriteTimeout,
+		Logger:          log.WithName("httpapi"),
+	}))
+	api.BaseContext = func(net.Listener) context.Context { return streams }
+	// Executions end with a terminal event before the store closes (deferred first, so
+	// it runs after this). Shutdown is bounded by the engine itself: the cleanup grace
+	// for each adapter to return, then the cleanup grace again to write the terminal
+	// event, so no outer timeout can cut it short.
 	defer func() {
-		shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), o.cleanupGrace+5*time.Second)
-		defer cancel()
-		if err := eng.Shutdown(shutdownCtx); err != nil {
+		if err := eng.Close(); err != nil {
 			log.Error(err, "Engine shutdown incomplete")
 		}
 	}()
@@ -226,11 +245,11 @@ func runStandalone(ctx context.Context, o *options, holder *routing.Holder, api 
 	probes := http.NewServeMux()
 	probes.Handle("/healthz", http.StripPrefix("/healthz", &healthz.Handler{Checks: map[string]healthz.Checker{"ping": healthz.Ping}}))
 	probes.Handle("/readyz", http.StripPrefix("/readyz", &healthz.Handler{Checks: map[string]healthz.Checker{"routing-table": tableSynced(holder)}}))
-	servers := []*http.Server{api, {Addr: o.probeAddr, Handler: probes, ReadHeaderTimeout: 10 * time.Second}}
+	servers := []*http.Server{api, newHTTPServer(o, o.probeAddr, probes)}
 	if o.metricsAddr != "0" {
 		metrics := http.NewServeMux()
 		metrics.Handle("/metrics", promhttp.HandlerFor(ctrlmetrics.Registry, promhttp.HandlerOpts{}))
-		servers = append(servers, &http.Server{Addr: o.metricsAddr, Handler: metrics, ReadHeaderTimeout: 10 * time.Second})
+		servers = append(servers, newHTTPServer(o, o.metricsAddr, metrics))
 	}
 	for _, srv := range servers {
 		g.Go(func() error { return serve(ctx, srv) })
@@ -239,8 +258,31 @@ func runStandalone(ctx context.Context, o *options, holder *routing.Holder, api 
 	return g.Wait()
 }
 
-// serve runs srv until ctx ends, then shuts it down gracefully. Open event streams end
-// when the engine and store shut down after it.
+// Connection hygiene (spec/http-api.md, "Connections"): request headers within
+// headerTimeout and at most maxHeaderBytes (net/http answers 431 beyond, allowing itself
+// 4 KiB of slack), the whole request within --read-timeout, idle keep-alive connections
+// closed after --idle-timeout. There is no server-wide write timeout: the API bounds each
+// response's writes itself, and each event-stream frame separately.
+const (
+	headerTimeout  = 10 * time.Second
+	maxHeaderBytes = 64 << 10
+)
+
+// newHTTPServer returns a server for handler on addr with the connection limits.
+func newHTTPServer(o *options, addr string, handler http.Handler) *http.Server {
+	return &http.Server{
+		Addr:              addr,
+		Handler:           handler,
+		ReadHeaderTimeout: headerTimeout,
+		ReadTimeout:       o.readTimeout,
+		IdleTimeout:       o.idleTimeout,
+		MaxHeaderBytes:    maxHeaderBytes,
+	}
+}
+
+// serve runs srv until ctx ends, then shuts it down gracefully: it stops accepting,
+// closes idle connections and waits for requests in flight. Event streams end at once
+// (their BaseContext ended with ctx).
 func serve(ctx context.Context, srv *http.Server) error {
 	ln, err := net.Listen("tcp", srv.Addr)
 	if err != nil {

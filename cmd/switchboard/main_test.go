@@ -26,6 +26,10 @@ func TestFlagValidation(t *testing.T) {
 	for args, want := range map[string]string{
 		"--idempotency-ttl=1h":          "at least 24h",
 		"--max-concurrent-executions=0": "must be positive",
+		"--max-events-per-execution=3":  "at least 4",
+		"--max-output-bytes=0":          "must be positive",
+		"--read-timeout=0s":             "must be positive",
+		"--idle-timeout=-1s":            "must be positive",
 		"stray":                         "unexpected arguments",
 	} {
 		_, err := parseFlags(strings.Fields(args), &strings.Builder{})
