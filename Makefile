@@ -71,10 +71,19 @@ lint: ## Run golangci-lint (.golangci.yml); the pinned linter is built into bin/
 	hack/lint.sh config verify
 	hack/lint.sh run $(LINT_FLAGS) ./...
 
+# FUZZ_TIME bounds each fuzz target `make fuzz` runs (its seed corpus also runs in every
+# plain `go test`).
+FUZZ_TIME ?= 20s
+
 .PHONY: test
-test: verify vet lint envtest-assets ## Run every test (unit, envtest, end to end) after make verify and lint.
+test: verify vet lint envtest-assets ## Run every test (unit, envtest, end to end, bounded fuzzing) after make verify and lint.
 	go test -race $(GO_TEST_FLAGS) $(RACE_PKGS)
 	go test $(GO_TEST_FLAGS) $(PLAIN_PKGS)
+	$(MAKE) --no-print-directory fuzz
+
+.PHONY: fuzz
+fuzz: ## Fuzz the whole submission path (POST /v1/executions) for FUZZ_TIME.
+	go test -run '^$$' -fuzz '^FuzzSubmit$$' -fuzztime $(FUZZ_TIME) ./runtime/httpapi
 
 .PHONY: bench
 bench: envtest-assets ## Run the benchmarks.

@@ -17,10 +17,11 @@ import (
 	"github.com/switchboard-dev/switchboard/runtime/sse"
 )
 
-// maxFrameSize bounds one event frame. Frames are single envelopes; output.result may
-// carry a provider's whole result, so the bound is generous, but it keeps a broken or
-// hostile peer from making the client buffer without limit.
-const maxFrameSize = 16 << 20
+// maxFrameSize bounds one event frame: a single envelope whose data the runtime keeps
+// within protocol.MaxEventBytes, plus the envelope's own fields and the id and event
+// lines, for which 64 KiB is ample. It admits the largest event the runtime can emit
+// and keeps a broken or hostile peer from making the client buffer without limit.
+const maxFrameSize = protocol.MaxEventBytes + 64<<10
 
 // drainLimit is how much of a finished stream Close reads so that the connection can be
 // reused; the server ends the response right after the terminal event.
