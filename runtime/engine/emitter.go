@@ -267,25 +267,15 @@ func (em *emitter) close() (output bool) {
 	return em.output
 }
 
-// encodeData checks data against typ and encodes it. It returns nil data and no error when
-// nothing is to be recorded (usage whose every entry was dropped). The checks keep every
-// recorded event foldable by protocol.Snapshot.Apply, which stops at an event it cannot
-// decode, and keep the envelope fields out of adapters' hands. Error messages name the
-// type and the broken rule, never the data.
-func encodeData(typ protocol.EventType, data any, log logr.Logger) (json.RawMessage, error) {
-	_, raw, err := checkData(typ, data, log)
-	return raw, err
-}
-
 // maxPieceText bounds the text of one piece of a split delta. JSON escaping makes at
 // most six bytes of one (a control character as \u00XX), so a piece always encodes
 // within protocol.MaxEventBytes, envelope fields included.
 const maxPieceText = protocol.MaxEventBytes / 8
 
-// encodeEvents checks and encodes data for typ like encodeData and returns what to
-// record: one event's data, or — for a text or tool-argument delta whose encoding is
-// larger than protocol.MaxEventBytes — the delta split at rune boundaries into pieces
-// that fit, in order, which the result snapshot concatenates back into the same text.
+// encodeEvents checks and encodes data for typ (checkData) and returns what to record:
+// one event's data, or — for a text or tool-argument delta whose encoding is larger
+// than protocol.MaxEventBytes — the delta split at rune boundaries into pieces that fit,
+// in order, which the result snapshot concatenates back into the same text.
 // Any other event larger than protocol.MaxEventBytes gives ErrOutputTooLarge. outBytes
 // is the materialized output the event adds (spec/http-api.md, "Limits").
 func encodeEvents(typ protocol.EventType, data any, log logr.Logger) (raws []json.RawMessage, outBytes int64, err error) {
@@ -352,8 +342,12 @@ func mustMarshal(v any) json.RawMessage {
 	return b
 }
 
-// checkData checks data against typ and returns the checked value and its encoding; see
-// encodeData.
+// checkData checks data against typ and returns the checked (possibly normalised) value
+// and its encoding. It returns nil data and no error when nothing is to be recorded
+// (usage whose every entry was dropped). The checks keep every recorded event foldable by
+// protocol.Snapshot.Apply, which stops at an event it cannot decode, and keep the
+// envelope fields out of adapters' hands. Error messages name the type and the broken
+// rule, never the data.
 func checkData(typ protocol.EventType, data any, log logr.Logger) (any, json.RawMessage, error) {
 	var (
 		v   any

@@ -284,19 +284,14 @@ func failing(typ protocol.EventType, n int, landed bool, calls *atomic.Int64) fu
 	}
 }
 
-// waitFor waits until execution id has at least n events and returns them.
-func (h *harness) waitFor(id string, n uint64) []protocol.Event {
+// waitFor waits until execution id has at least n events.
+func (h *harness) waitFor(id string, n uint64) {
 	h.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
 	if err := h.Store.Wait(ctx, id, n-1); err != nil {
 		h.t.Fatalf("waiting for event %d of %s: %v", n, id, err)
 	}
-	evs, err := h.Store.Read(ctx, id, 0, 0)
-	if err != nil {
-		h.t.Fatalf("Read: %v", err)
-	}
-	return evs
 }
 
 // finish waits for the terminal event of id and returns every event after checking the

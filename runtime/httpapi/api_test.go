@@ -54,7 +54,7 @@ func TestSubmitAccepted(t *testing.T) {
 		t.Error("a first submission is marked as replayed")
 	}
 	wantLinks := struct{ Self, Events, Result, Cancel string }{self, self + "/events", self + "/result", self + "/cancel"}
-	if diff := cmp.Diff(wantLinks, struct{ Self, Events, Result, Cancel string }(acc.Links)); diff != "" {
+	if diff := cmp.Diff(wantLinks, acc.Links); diff != "" {
 		t.Errorf("links (-want +got):\n%s", diff)
 	}
 

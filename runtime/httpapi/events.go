@@ -162,7 +162,7 @@ func (t *idleTimer) renew() {
 func (t *idleTimer) reset() { t.timer.Reset(t.d) }
 
 // fired reports whether the interval passed without events.
-func (t *idleTimer) fired() bool { return context.Cause(t.ctx) == errIdle }
+func (t *idleTimer) fired() bool { return errors.Is(context.Cause(t.ctx), errIdle) }
 
 func (t *idleTimer) stop() {
 	if t.timer != nil {

@@ -107,7 +107,7 @@ func newEnv(t testing.TB, opts ...envOption) *env {
 	})
 	api := cfg.api
 	api.Engine, api.Store = e.engine, e.store
-	var h http.Handler = httpapi.NewServer(api)
+	h := httpapi.NewServer(api)
 	e.handler = h
 	if cfg.wrap != nil {
 		h = cfg.wrap(h)

@@ -70,7 +70,7 @@ func (r *Recorder) Emit(typ protocol.EventType, data any) error {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(target); err != nil {
-		return fmt.Errorf("emit %s: data does not have the type's shape: %v: %w", typ, err, engine.ErrInvalidEvent)
+		return fmt.Errorf("emit %s: data does not have the type's shape: %w: %w", typ, err, engine.ErrInvalidEvent)
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
