@@ -1,10 +1,11 @@
-// Package client is the Go client of Switchboard's execution HTTP API (CONTRACT §10).
+// Package client is the Go client of Switchboard's execution HTTP API (spec/http-api.md,
+// "Go client").
 //
 // It submits executions (optionally with an Idempotency-Key), reads their status and
 // result snapshot, cancels them, and reads their event stream. The stream is decoded with
 // package sse, which follows the WHATWG rules, and every envelope is checked to continue
-// the stream's sequence without gaps or duplicates. A stream that ends before its terminal
-// event yields a *TruncatedError carrying the last sequence received; Follow and
+// the stream's sequence without gaps or duplicates. A stream that ends before its
+// terminal event yields a *TruncatedError carrying the last sequence received; Follow and
 // FollowResult resume from it automatically, with bounded, jittered backoff, and
 // FollowResult folds the events with protocol's Apply, the same function the server uses
 // for GET /result, so both produce the same snapshot for the same events.

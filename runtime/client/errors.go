@@ -12,7 +12,8 @@ import (
 )
 
 // Error is an error answered by the server: its HTTP status and the portable error of the
-// body (CONTRACT §7). errors.As(err, &*protocol.Error) finds the portable error too.
+// body (spec/http-api.md, "Errors"). errors.As(err, &*protocol.Error) finds the portable
+// error too.
 type Error struct {
 	// StatusCode is the HTTP status of the response.
 	StatusCode int

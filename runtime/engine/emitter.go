@@ -110,7 +110,8 @@ func (w *writer) appendRetry(typ protocol.EventType, v any, ts time.Time, policy
 	}
 	// The lock is held across the pauses: the sequence must not move while a write of
 	// ours may be in flight, and nothing else is to be recorded meanwhile (the attempt's
-	// emitter is closed before a terminal event, and none exists before execution.accepted).
+	// emitter is closed before a terminal event, and none exists before
+	// execution.accepted).
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if ts.IsZero() {
@@ -149,10 +150,10 @@ func permanent(err error) bool {
 }
 
 // resyncLocked catches up with events of this execution that the store holds beyond the
-// writer's sequence: writes (lifecycle events or emits) whose failure was reported although
-// they landed. This writer is the execution's only one, so every such event is its own.
-// It reports whether the last of them is an event of type typ — the write being retried —
-// or, for a terminal typ, whether any is terminal.
+// writer's sequence: writes (lifecycle events or emits) whose failure was reported
+// although they landed. This writer is the execution's only one, so every such event is
+// its own. It reports whether the last of them is an event of type typ — the write being
+// retried — or, for a terminal typ, whether any is terminal.
 func (w *writer) resyncLocked(typ protocol.EventType) (landed bool, err error) {
 	st, err := w.store.Get(w.ctx, w.id)
 	if err != nil {
@@ -476,8 +477,9 @@ func decodeStrict[T any](data any) (T, error) {
 	return out, nil
 }
 
-// validUsage returns the valid entries of us (CONTRACT §8), logging what it drops. It
-// reuses us's array only when nothing is dropped, so the caller's slice is never changed.
+// validUsage returns the valid entries of us (spec/events.md, "usage.reported"), logging
+// what it drops. It reuses us's array only when nothing is dropped, so the caller's slice
+// is never changed.
 func validUsage(us []protocol.Usage, log logr.Logger) []protocol.Usage {
 	valid := 0
 	for _, u := range us {

@@ -21,7 +21,7 @@ var (
 const rateLimitRetryAfter = time.Second
 
 // The portable errors the engine creates. Each call returns a new value, since callers
-// own what they are given. Messages are fixed templates (CONTRACT §7).
+// own what they are given. Messages are fixed templates (spec/http-api.md, "Errors").
 
 func errInvalidRequest() *protocol.Error {
 	return protocol.NewError(protocol.CodeInvalidRequest, "request is missing")

@@ -303,9 +303,9 @@ func (h *harness) finish(id string) []protocol.Event {
 	return evs
 }
 
-// checkEvents asserts the envelope invariants of a finished execution (CONTRACT §5.1):
-// sequences 1..N without gaps, the execution's id, non-decreasing UTC timestamps,
-// execution.accepted first and exactly one terminal event, last.
+// checkEvents asserts the envelope invariants of a finished execution (spec/events.md,
+// "Envelope"): sequences 1..N without gaps, the execution's id, non-decreasing UTC
+// timestamps, execution.accepted first and exactly one terminal event, last.
 func checkEvents(t *testing.T, id string, evs []protocol.Event) {
 	t.Helper()
 	if len(evs) == 0 {

@@ -12,7 +12,8 @@ import (
 var idEncoding = base32.NewEncoding("0123456789abcdefghjkmnpqrstvwxyz").WithPadding(base32.NoPadding)
 
 const (
-	// idRandomBytes is the unguessable part of an id: 128 bits (CONTRACT §4.1).
+	// idRandomBytes is the unguessable part of an id: 128 bits (spec/http-api.md,
+	// "Conventions").
 	idRandomBytes = 16
 	// idTimeBytes holds the creation time in milliseconds, like a ULID, so that ids of
 	// later executions sort later, which keeps logs and store keys roughly in order.

@@ -74,9 +74,9 @@ var errInProgress = func() *protocol.Error {
 	return e
 }()
 
-// writeError answers err as a JSON error body (CONTRACT §7). Portable errors are answered
-// as they are; store and size errors are translated; anything else is internal, with a
-// fixed message, and only logged.
+// writeError answers err as a JSON error body (spec/http-api.md, "Errors"). Portable
+// errors are answered as they are; store and size errors are translated; anything else is
+// internal, with a fixed message, and only logged.
 func (s *server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	status, pe := s.classify(r, err)
 	if pe.RetryAfterMs > 0 {

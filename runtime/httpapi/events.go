@@ -28,10 +28,11 @@ const (
 	frameSize = 1024
 )
 
-// streamEvents is GET /v1/executions/{id}/events (CONTRACT §5.3): the execution's events
-// after a cursor, as a server-sent event stream or, with Accept: application/json, as
-// one polling page. Every refusal (bad cursor, unknown execution) is answered as JSON
-// before any SSE byte; after the stream's head is written, a failure only ends it.
+// streamEvents is GET /v1/executions/{id}/events (spec/events.md, "Server-sent events"):
+// the execution's events after a cursor, as a server-sent event stream or, with Accept:
+// application/json, as one polling page. Every refusal (bad cursor, unknown execution) is
+// answered as JSON before any SSE byte; after the stream's head is written, a failure
+// only ends it.
 func (s *server) streamEvents(w http.ResponseWriter, r *http.Request) error {
 	id := r.PathValue("id")
 	after, err := eventCursor(r)

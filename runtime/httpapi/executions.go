@@ -15,9 +15,10 @@ import (
 )
 
 // createExecution is POST /v1/executions. The checks run in the contract's order
-// (CONTRACT §4.1): body shape and size, then the idempotency key (a replay or a mismatch
-// answers there, whatever the routing table says now), then routing inside
-// engine.Submit, then creation. Nothing reaches a provider before all of them pass.
+// (spec/http-api.md, "Order of checks"): body shape and size, then the idempotency key (a
+// replay or a mismatch answers there, whatever the routing table says now), then routing
+// inside engine.Submit, then creation. Nothing reaches a provider before all of them
+// pass.
 func (s *server) createExecution(w http.ResponseWriter, r *http.Request) error {
 	if !isJSON(r.Header) {
 		return errNotJSON
@@ -108,7 +109,7 @@ func (s *server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error
 // acceptedSize is the usual length of a 202 body, so that it is built in one allocation.
 const acceptedSize = 448
 
-// appendAccepted appends the 202 body of a new execution (CONTRACT §4.1):
+// appendAccepted appends the 202 body of a new execution (spec/http-api.md, "Response"):
 // {"id","status":"accepted","created_at","links":{"self","events","result","cancel"}}.
 // It is built by hand because it is on every submission's path and its shape is fixed.
 func appendAccepted(dst []byte, id string, createdAt time.Time) []byte {

@@ -11,7 +11,7 @@ import (
 )
 
 const (
-	// maxKeyLength bounds an idempotency key (CONTRACT §4.1).
+	// maxKeyLength bounds an idempotency key (spec/http-api.md, "Idempotency").
 	maxKeyLength = 255
 	// replayWait bounds how long a duplicate waits for the outcome of the request that
 	// reserved its key: the execution being created (then it is replayed) or the key
@@ -103,9 +103,10 @@ func parseSFString(v string) (string, bool) {
 	return "", false // no closing quote
 }
 
-// idempotencyScope is the scope a request's keys live in (CONTRACT §4.1): the caller
-// principal when authentication is on, else the runtime. There is no authentication
-// yet, so every key is in the runtime's scope; this is the one place to change.
+// idempotencyScope is the scope a request's keys live in (spec/http-api.md,
+// "Idempotency"): the caller principal when authentication is on, else the runtime. There
+// is no authentication yet, so every key is in the runtime's scope; this is the one place
+// to change.
 func idempotencyScope(*http.Request) string { return "runtime" }
 
 // scopedKey is the store key of key in scope. Keys never contain a space, so the first
@@ -186,10 +187,10 @@ func (s *server) reserve(ctx context.Context, key string, mine eventstore.Reserv
 	}
 }
 
-// releaseUnlessCreated forgets key after a failed submission, so that a rejected
-// request is not remembered (CONTRACT §4.1), unless the execution exists after all: then
-// the key must keep answering with it, or a retry would create a second one. It releases
-// only when the store says the execution does not exist, or exists without
+// releaseUnlessCreated forgets key after a failed submission, so that a rejected request
+// is not remembered (spec/http-api.md, "Idempotency"), unless the execution exists after
+// all: then the key must keep answering with it, or a retry would create a second one. It
+// releases only when the store says the execution does not exist, or exists without
 // execution.accepted (the engine gave up creating it and never runs it). When the store
 // cannot tell, the key is kept: a duplicate then waits and gets 409 rather than risk a
 // second execution.

@@ -64,9 +64,9 @@ func appendJSONStringContent(dst []byte, s string) []byte {
 	return append(dst, s[start:]...)
 }
 
-// appendEnvelope appends ev as its JSON envelope (CONTRACT §5.1) on one line. Event data
-// is stored as the engine encoded it (compact JSON); data holding a line break is
-// compacted first, so that the envelope always fits one SSE data line.
+// appendEnvelope appends ev as its JSON envelope (spec/events.md, "Envelope") on one
+// line. Event data is stored as the engine encoded it (compact JSON); data holding a line
+// break is compacted first, so that the envelope always fits one SSE data line.
 func appendEnvelope(dst []byte, ev *protocol.Event) []byte {
 	dst = append(dst, `{"execution_id":`...)
 	dst = appendJSONString(dst, ev.ExecutionID)

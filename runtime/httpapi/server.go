@@ -1,6 +1,7 @@
-// Package httpapi serves Switchboard's execution HTTP API (CONTRACT §4, §5.3, §7):
-// submitting executions (with Idempotency-Key), their status, result snapshot and
-// cancellation, and their event stream as server-sent events or as a polling JSON page.
+// Package httpapi serves Switchboard's execution HTTP API (spec/http-api.md,
+// spec/events.md): submitting executions (with Idempotency-Key), their status, result
+// snapshot and cancellation, and their event stream as server-sent events or as a polling
+// JSON page.
 //
 // The package holds no execution state of its own. It decodes and checks requests,
 // answers idempotent replays from the store's reservations, hands new executions to the
@@ -22,7 +23,8 @@ import (
 )
 
 // Defaults of the Config fields left zero; each matches the flag of the same name in
-// CONTRACT §4 and §5.3.
+// spec/http-api.md ("Connections", "Idempotency") and spec/events.md ("Keep-alive and
+// timeouts").
 const (
 	// DefaultMaxRequestBytes bounds a request body (--max-request-bytes).
 	DefaultMaxRequestBytes = protocol.DefaultMaxRequestBytes

@@ -1,7 +1,7 @@
 package protocol
 
-// Capability is a capability id (CONTRACT §4.1 "requirements"): what a request needs and
-// what a configured model declares.
+// Capability is a capability id (spec/http-api.md, "Request": requirements): what a
+// request needs and what a configured model declares.
 type Capability string
 
 const (
@@ -38,7 +38,7 @@ func (c Capability) Known() bool {
 	return false
 }
 
-// PartType is the type of one input part (CONTRACT §4.1).
+// PartType is the type of one input part (spec/http-api.md, "Request").
 type PartType string
 
 const (
@@ -54,8 +54,8 @@ const (
 )
 
 // Implies returns the capability an input part of this type requires: its input modality,
-// or tools for tool, tool_call and tool_result parts (CONTRACT §3). ok is false for an
-// unknown part type.
+// or tools for tool, tool_call and tool_result parts (spec/routing.md, "Required set").
+// ok is false for an unknown part type.
 func (t PartType) Implies() (c Capability, ok bool) {
 	switch t {
 	case PartText:

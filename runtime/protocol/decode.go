@@ -146,11 +146,11 @@ func enumNames[T ~string](values []T) []string {
 	return out
 }
 
-// DecodeRequest decodes an execution request body and enforces every rule of CONTRACT
-// §4.1: one JSON object and nothing after it, no unknown fields, no null where a value is
-// expected, no duplicate keys at any depth, and every bound. Defaults are not applied;
-// absent optional fields stay nil. The body size limit is the HTTP layer's
-// (RequestTooLarge).
+// DecodeRequest decodes an execution request body and enforces every rule of
+// spec/http-api.md, "Request": one JSON object and nothing after it, no unknown fields,
+// no null where a value is expected, no duplicate keys at any depth, and every bound.
+// Defaults are not applied; absent optional fields stay nil. The body size limit is the
+// HTTP layer's (RequestTooLarge).
 //
 // Every error is an *Error with code invalid_request whose message is a fixed template
 // naming the schema location (see validation.go); it never contains caller data.

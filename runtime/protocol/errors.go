@@ -5,7 +5,7 @@ import (
 	"net/http"
 )
 
-// Code is a portable error code from the closed set of CONTRACT §7.
+// Code is a portable error code from the closed set of spec/http-api.md, "Errors".
 type Code string
 
 const (
@@ -58,9 +58,9 @@ var codes = map[Code]codeInfo{
 // Known reports whether c is in the closed set.
 func (c Code) Known() bool { _, ok := codes[c]; return ok }
 
-// HTTPStatus is the status a synchronous error with this code is answered with. Codes that
-// only occur asynchronously (output_too_large, cancelled, content_filtered) and unknown
-// codes map to 500.
+// HTTPStatus is the status a synchronous error with this code is answered with. Codes
+// that only occur asynchronously (output_too_large, cancelled, content_filtered) and
+// unknown codes map to 500.
 func (c Code) HTTPStatus() int {
 	if info, ok := codes[c]; ok && info.status != 0 {
 		return info.status
@@ -81,9 +81,10 @@ type ProviderError struct {
 	RequestID  string `json:"request_id,omitempty"`
 }
 
-// Error is the portable error of CONTRACT §7: the "error" member of an error body, of
-// route.attempt_failed and execution.failed, and of an execution's status. Message is a
-// fixed template: it never holds caller content, credentials or dependency error text.
+// Error is the portable error of spec/http-api.md, "Errors": the "error" member of an
+// error body, of route.attempt_failed and execution.failed, and of an execution's status.
+// Message is a fixed template: it never holds caller content, credentials or dependency
+// error text.
 type Error struct {
 	Code          Code           `json:"code"`
 	Message       string         `json:"message"`

@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// EventType names one kind of execution event (CONTRACT §5.2).
+// EventType names one kind of execution event (spec/events.md, "Event types").
 type EventType string
 
 const (
@@ -22,8 +22,8 @@ const (
 	EventFailed            EventType = "execution.failed"
 )
 
-// Terminal reports whether t ends an execution. Exactly one terminal event is recorded per
-// execution, always last.
+// Terminal reports whether t ends an execution. Exactly one terminal event is recorded
+// per execution, always last.
 func (t EventType) Terminal() bool {
 	return t == EventCompleted || t == EventFailed
 }
@@ -45,8 +45,8 @@ func (t EventType) IsOutput() bool {
 // (spec/events.md) always has room for at least one event.
 const MaxEventBytes = 2 << 20
 
-// Event is the envelope of one recorded event (CONTRACT §5.1). The runtime assigns
-// ExecutionID, Sequence and Timestamp; adapters only produce Data.
+// Event is the envelope of one recorded event (spec/events.md, "Envelope"). The runtime
+// assigns ExecutionID, Sequence and Timestamp; adapters only produce Data.
 type Event struct {
 	// ExecutionID is the execution the event belongs to.
 	ExecutionID string `json:"execution_id"`
@@ -60,7 +60,7 @@ type Event struct {
 	Data json.RawMessage `json:"data"`
 }
 
-// Event data payloads (CONTRACT §5.2).
+// Event data payloads (spec/events.md, "Event types").
 
 // AcceptedData is the data of execution.accepted.
 type AcceptedData struct {

@@ -11,10 +11,10 @@ import (
 	"strings"
 )
 
-// Fingerprint identifies a request body for Idempotency-Key matching (CONTRACT §4.1): the
-// hex SHA-256 of the body's canonical JSON. Bodies that differ only in whitespace, object
-// key order or string escaping ("\u0061" vs "a") share a fingerprint; numbers are kept as
-// written, so 1 and 1.0 do not. Canonical form:
+// Fingerprint identifies a request body for Idempotency-Key matching (spec/http-api.md,
+// "Idempotency"): the hex SHA-256 of the body's canonical JSON. Bodies that differ only
+// in whitespace, object key order or string escaping ("\u0061" vs "a") share a
+// fingerprint; numbers are kept as written, so 1 and 1.0 do not. Canonical form:
 //   - no insignificant whitespace;
 //   - object members sorted by key, compared as UTF-8 bytes (code point order);
 //   - strings re-encoded with the shortest escapes: only '"', '\\' and control

@@ -12,7 +12,7 @@ import (
 const canary = "CANARY-7f3a"
 
 // TestDecodeErrorsAreRedacted sends invalid requests carrying a canary in every place a
-// caller controls and checks that no error body mentions it (CONTRACT §7).
+// caller controls and checks that no error body mentions it (spec/http-api.md, "Errors").
 func TestDecodeErrorsAreRedacted(t *testing.T) {
 	lower := strings.ToLower(canary)
 	long := strings.Repeat(canary, 30)

@@ -6,8 +6,9 @@ import (
 	"errors"
 )
 
-// Bounds and defaults of the execution request (CONTRACT §4.1). The strict decoder and the
-// generated JSON Schema both read these constants, so the two cannot drift apart.
+// Bounds and defaults of the execution request (spec/http-api.md, "Request"). The strict
+// decoder and the generated JSON Schema both read these constants, so the two cannot
+// drift apart.
 const (
 	// MaxAbilityLength bounds Request.Ability.
 	MaxAbilityLength = 64
@@ -51,8 +52,8 @@ const (
 	MaxCallIDLength = 256
 )
 
-// Patterns of the request grammar, written in the common subset of RE2 and ECMA-262 so the
-// same text serves the decoder (regexp) and the JSON Schema "pattern" keyword.
+// Patterns of the request grammar, written in the common subset of RE2 and ECMA-262 so
+// the same text serves the decoder (regexp) and the JSON Schema "pattern" keyword.
 const (
 	// AbilityPattern is the grammar of an ability name.
 	AbilityPattern = `^[a-z][a-z0-9]*([._-][a-z0-9]+)*$`
@@ -68,8 +69,8 @@ const (
 	// deploymentRefLengths adds the subdomain's 253-character limit, which the structural
 	// pattern cannot express on its own.
 	deploymentRefLengths = `^[^/]{1,63}/[^/]{1,253}$`
-	// MediaTypePattern is the grammar of Part.MediaType: a lower-case type/subtype (RFC 6838
-	// restricted names) with optional parameters such as "; codecs=opus".
+	// MediaTypePattern is the grammar of Part.MediaType: a lower-case type/subtype (RFC
+	// 6838 restricted names) with optional parameters such as "; codecs=opus".
 	MediaTypePattern = `^[a-z0-9][a-z0-9!#$&^_.+-]{0,126}/[a-z0-9][a-z0-9!#$&^_.+-]{0,126}(; ?[a-z0-9!#$&^_.+-]+=[A-Za-z0-9!#$&^_.+-]+)*$`
 	// URIPattern requires an absolute URI (a scheme) of printable ASCII without spaces.
 	URIPattern = `^[A-Za-z][A-Za-z0-9+.-]*:[!-~]+$`
@@ -81,12 +82,12 @@ const (
 	fileNamePattern = `^[^\x00-\x1f\x7f]*$`
 )
 
-// Request is the body of POST /v1/executions (CONTRACT §4.1). Decode untrusted bodies with
-// DecodeRequest, which enforces every rule of the contract; optional fields stay nil when
-// absent so policy caps can tell "absent" from "asked for".
+// Request is the body of POST /v1/executions (spec/http-api.md, "Request"). Decode
+// untrusted bodies with DecodeRequest, which enforces every rule of the contract;
+// optional fields stay nil when absent so policy caps can tell "absent" from "asked for".
 type Request struct {
-	// ability names what the caller wants done, e.g. "chat" or "summarize"; it selects the
-	// ModelDeployments that serve it.
+	// ability names what the caller wants done, e.g. "chat" or "summarize"; it selects
+	// the ModelDeployments that serve it.
 	Ability string `json:"ability"`
 	// input is the ordered conversation and context: 1 to 256 parts.
 	Input []Part `json:"input"`
@@ -174,8 +175,8 @@ var PartTypes = []PartType{
 // ContentPartTypes lists the part types allowed inside a tool_result's content.
 var ContentPartTypes = []PartType{PartText, PartJSON, PartImage, PartAudio, PartVideo, PartFile}
 
-// Part is one input part. It is a single struct for every type: Type says which fields are
-// meaningful, and DecodeRequest rejects fields that do not belong to the type, so
+// Part is one input part. It is a single struct for every type: Type says which fields
+// are meaningful, and DecodeRequest rejects fields that do not belong to the type, so
 // consumers can switch on Type and read only that type's fields.
 type Part struct {
 	// type is the kind of part: text, json, image, audio, video, file, tool, tool_call or
@@ -191,11 +192,11 @@ type Part struct {
 	// media_type is the media type of an image, audio, video or file part, e.g.
 	// "image/png"; image, audio and video parts need the matching top-level type.
 	MediaType string `json:"media_type,omitempty"`
-	// data is the inline content of a media part in canonical standard base64; exactly one
-	// of data and uri.
+	// data is the inline content of a media part in canonical standard base64; exactly
+	// one of data and uri.
 	Data string `json:"data,omitempty"`
-	// uri references the content of a media part; exactly one of data and uri. The runtime
-	// never fetches it: it is passed to the provider as is.
+	// uri references the content of a media part; exactly one of data and uri. The
+	// runtime never fetches it: it is passed to the provider as is.
 	URI string `json:"uri,omitempty"`
 	// name is a file part's file name (optional), or the name of a tool or tool_call
 	// (required, matching ^[A-Za-z0-9_-]{1,64}$).
@@ -204,7 +205,8 @@ type Part struct {
 	Description string `json:"description,omitempty"`
 	// parameters is a tool's input schema: a JSON Schema object.
 	Parameters json.RawMessage `json:"parameters,omitempty"`
-	// call_id identifies a tool call; a tool_result answers the tool_call with the same id.
+	// call_id identifies a tool call; a tool_result answers the tool_call with the same
+	// id.
 	CallID string `json:"call_id,omitempty"`
 	// arguments is a tool_call's arguments as the model produced them (usually a JSON
 	// object, kept as a string).
@@ -306,8 +308,8 @@ func (c ToolContent) MarshalJSON() ([]byte, error) {
 
 // UnmarshalJSON reads a string or an array of parts. It exists so stored requests can be
 // read back with encoding/json; untrusted bodies go through DecodeRequest, which applies
-// every rule. Unknown part fields are still rejected because a custom unmarshaler does not
-// inherit the caller's Decoder.DisallowUnknownFields.
+// every rule. Unknown part fields are still rejected because a custom unmarshaler does
+// not inherit the caller's Decoder.DisallowUnknownFields.
 func (c *ToolContent) UnmarshalJSON(b []byte) error {
 	b = bytes.TrimLeft(b, " \t\r\n")
 	if len(b) > 0 && b[0] == '"' {

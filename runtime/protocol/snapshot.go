@@ -9,7 +9,8 @@ import (
 	"strings"
 )
 
-// Status is the state of an execution (CONTRACT §4.2, §6).
+// Status is the state of an execution (spec/http-api.md "Status", spec/events.md
+// "Materializing a result").
 type Status string
 
 const (
@@ -50,9 +51,9 @@ type ToolCall struct {
 	Arguments string `json:"arguments"`
 }
 
-// Snapshot is the materialized result of an execution (CONTRACT §6): the fold of its
-// events in sequence order. The server and the Go client both build it with Apply (or
-// Materialize), so they agree for the same events.
+// Snapshot is the materialized result of an execution (spec/events.md, "Materializing a
+// result"): the fold of its events in sequence order. The server and the Go client both
+// build it with Apply (or Materialize), so they agree for the same events.
 //
 // A Snapshot keeps unexported builders so that folding n deltas costs O(n) rather than
 // re-copying the text on every delta. Apply owns the exported fields: change them only
@@ -67,8 +68,8 @@ type Snapshot struct {
 	Sequence uint64 `json:"sequence"`
 	// Output lists the text output parts, ordered by index.
 	Output []OutputPart `json:"output"`
-	// ToolCalls lists the tool calls, ordered by index (calls with equal index in the order
-	// they first appeared).
+	// ToolCalls lists the tool calls, ordered by index (calls with equal index in the
+	// order they first appeared).
 	ToolCalls []ToolCall `json:"tool_calls"`
 	// Result is the result of the latest output.result, as the provider gave it.
 	Result json.RawMessage `json:"result,omitempty"`
@@ -102,12 +103,12 @@ func (e *SequenceGapError) Error() string {
 	return fmt.Sprintf("event sequence gap: have %d, got %d", e.Have, e.Got)
 }
 
-// ErrEventAfterTerminal is returned by Apply for an event that follows the terminal event,
-// which the contract rules out.
+// ErrEventAfterTerminal is returned by Apply for an event that follows the terminal
+// event, which the contract rules out.
 var ErrEventAfterTerminal = errors.New("event after the terminal event")
 
-// NewSnapshot returns the snapshot of execution id before any event: accepted, sequence 0,
-// empty lists.
+// NewSnapshot returns the snapshot of execution id before any event: accepted, sequence
+// 0, empty lists.
 func NewSnapshot(id string) Snapshot {
 	return Snapshot{
 		ID:        id,

@@ -2,7 +2,7 @@ package protocol
 
 import "time"
 
-// ExecutionStatus is the body of GET /v1/executions/{id} (CONTRACT §4.2).
+// ExecutionStatus is the body of GET /v1/executions/{id} (spec/http-api.md, "Status").
 type ExecutionStatus struct {
 	// ID is the execution id.
 	ID string `json:"id"`

@@ -5,8 +5,8 @@ import (
 	"regexp"
 )
 
-// Usage units (CONTRACT §8). A provider may also report a namespaced custom unit
-// "<provider>.<unit>".
+// Usage units (spec/events.md, "usage.reported"). A provider may also report a namespaced
+// custom unit "<provider>.<unit>".
 const (
 	UnitInputTokens      = "input_tokens"
 	UnitOutputTokens     = "output_tokens"

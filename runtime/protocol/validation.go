@@ -5,8 +5,8 @@ import "strconv"
 // Validation errors are "<schema path>: <rule>", both taken from closed sets built at
 // package initialisation. A message therefore names where the schema was violated
 // ("input[].media_type"), never where in the caller's document (no indices, no keys) and
-// never what the caller sent (CONTRACT §7). The sets exist so tests can prove that: the
-// fuzz target checks every message it sees against them.
+// never what the caller sent (spec/http-api.md, "Errors"). The sets exist so tests can
+// prove that: the fuzz target checks every message it sees against them.
 
 // schemaPath is a location in the request schema.
 type schemaPath string

@@ -1,8 +1,8 @@
 // Package routing holds Switchboard's live routing table: the immutable set of routable
 // model deployments the runtime serves from, and the eligibility and ordering rules of
-// CONTRACT §3. The controllers (or the standalone manifest loader) convert their objects
-// into Deployment values and publish a new Table through a Holder; request handling loads
-// one Table per execution and never locks.
+// spec/routing.md. The controllers (or the standalone manifest loader) convert their
+// objects into Deployment values and publish a new Table through a Holder; request
+// handling loads one Table per execution and never locks.
 package routing
 
 import (
