@@ -101,16 +101,22 @@ func (t *Table) Route(q Query) (Route, error) {
 	}
 
 	out := make([]*Deployment, 0, limit)
+	// judged holds the preferred deployments already checked, eligible or not, so that
+	// the pass below neither adds them twice nor asks Admit about them again.
+	var judged []*Deployment
 	for _, ref := range q.Prefer {
 		if len(out) == limit {
 			break
 		}
 		d, ok := t.byRef[ref]
-		if ok && slices.Contains(d.Abilities, q.Ability) && eligible(d) && !slices.Contains(out, d) {
+		if !ok || !slices.Contains(d.Abilities, q.Ability) || slices.Contains(judged, d) {
+			continue
+		}
+		judged = append(judged, d)
+		if eligible(d) {
 			out = append(out, d)
 		}
 	}
-	preferred := out[:len(out):len(out)]
 	for start := 0; start < len(serving) && len(out) < limit; {
 		end := start + 1
 		for end < len(serving) && serving[end].Priority == serving[start].Priority {
@@ -118,7 +124,7 @@ func (t *Table) Route(q Query) (Route, error) {
 		}
 		var group []*Deployment
 		for _, d := range serving[start:end] {
-			if eligible(d) && !slices.Contains(preferred, d) {
+			if !slices.Contains(judged, d) && eligible(d) {
 				group = append(group, d)
 			}
 		}

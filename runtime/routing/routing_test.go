@@ -331,3 +331,54 @@ func TestRegistryConcurrentUse(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// TestRouteAdmit: Query.Admit is asked only about deployments every other check allows;
+// a refusal excludes the deployment and is reported when nothing else is eligible,
+// unless capabilities were the reason.
+func TestRouteAdmit(t *testing.T) {
+	vision := textCaps | CapsOf(protocol.CapInputImage)
+	table := NewTable([]Deployment{
+		deployment("ai", "a", textCaps, func(d *Deployment) { d.Priority = 1 }),
+		deployment("ai", "b", textCaps),
+		deployment("ai", "vision", vision, func(d *Deployment) { d.Provider = "refused" }),
+	})
+	errRefused := errors.New("cannot encode")
+	asked := map[string]int{}
+	refuse := func(names ...string) func(*Query) {
+		return func(q *Query) {
+			q.Admit = func(d *Deployment) error {
+				asked[d.Ref.Name]++
+				if slices.Contains(names, d.Ref.Name) {
+					return errRefused
+				}
+				return nil
+			}
+		}
+	}
+
+	r, err := table.Route(query(CapsOf(protocol.CapInputText), refuse("a"), func(q *Query) { q.Prefer = []Ref{{"ai", "a"}} }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if slices.Contains(refs(r), "ai/a") {
+		t.Errorf("route %v: the refused deployment is a candidate", refs(r))
+	}
+	if asked["a"] != 1 {
+		t.Errorf("asked about the preferred deployment %d times, want once", asked["a"])
+	}
+
+	_, err = table.Route(query(CapsOf(protocol.CapInputText), refuse("a", "b", "vision")))
+	var ne *NoEligibleError
+	if !errors.As(err, &ne) || !errors.Is(ne.Refused, errRefused) || ne.Unmet != 0 {
+		t.Errorf("every deployment refused: %v, want NoEligibleError with the refusal", err)
+	}
+
+	clear(asked)
+	_, err = table.Route(query(CapsOf(protocol.CapInputText, protocol.CapInputAudio), refuse("a", "b", "vision")))
+	if !errors.As(err, &ne) || ne.Refused != nil || ne.Unmet == 0 {
+		t.Errorf("unmet capability: %v, want the capability reported, not a refusal", err)
+	}
+	if len(asked) != 0 {
+		t.Errorf("Admit asked about deployments that lack capabilities: %v", asked)
+	}
+}
