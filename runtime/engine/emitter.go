@@ -284,25 +284,17 @@ func encodeEvents(typ protocol.EventType, data any, log logr.Logger) (raws []jso
 	if err != nil || raw == nil {
 		return nil, 0, err
 	}
-	var pieces []string
+	tooLarge := len(raw) > protocol.MaxEventBytes
 	switch d := v.(type) {
 	case protocol.OutputDeltaData:
 		outBytes = int64(len(d.Text))
-		if len(raw) > protocol.MaxEventBytes {
-			pieces = split(d.Text, maxPieceText)
-			for _, p := range pieces {
-				d.Text = p
-				raws = append(raws, mustMarshal(d))
-			}
+		if tooLarge {
+			raws = pieces(d.Text, func(p string) any { d.Text = p; return d })
 		}
 	case protocol.ToolCallArgsDeltaData:
 		outBytes = int64(len(d.Delta))
-		if len(raw) > protocol.MaxEventBytes {
-			pieces = split(d.Delta, maxPieceText)
-			for _, p := range pieces {
-				d.Delta = p
-				raws = append(raws, mustMarshal(d))
-			}
+		if tooLarge {
+			raws = pieces(d.Delta, func(p string) any { d.Delta = p; return d })
 		}
 	case protocol.OutputResultData:
 		outBytes = int64(len(d.Result))
@@ -310,10 +302,20 @@ func encodeEvents(typ protocol.EventType, data any, log logr.Logger) (raws []jso
 	switch {
 	case raws != nil:
 		return raws, outBytes, nil
-	case len(raw) > protocol.MaxEventBytes:
+	case tooLarge:
 		return nil, 0, fmt.Errorf("emit %s: %d bytes of data: %w", typ, len(raw), ErrOutputTooLarge)
 	}
 	return []json.RawMessage{raw}, outBytes, nil
+}
+
+// pieces encodes the payloads with(p) for each piece p of s, in order (see split).
+func pieces(s string, with func(piece string) any) []json.RawMessage {
+	parts := split(s, maxPieceText)
+	out := make([]json.RawMessage, len(parts))
+	for i, p := range parts {
+		out[i] = mustMarshal(with(p))
+	}
+	return out
 }
 
 // split cuts s into pieces of at most n bytes, never inside a UTF-8 sequence.

@@ -225,57 +225,8 @@ func parameterValue(c *jsonCursor) bool {
 // magnitudeAtMost reports whether the number literal's absolute value is at most
 // 10^exp, exactly (as JSON Schema compares numbers), without converting it to a float.
 func magnitudeAtMost(lit []byte, exp int) bool {
-	i := 0
-	if lit[0] == '-' {
-		i++
-	}
-	intStart := i
-	for i < len(lit) && lit[i] >= '0' && lit[i] <= '9' {
-		i++
-	}
-	intDigits := lit[intStart:i]
-	var fracDigits []byte
-	if i < len(lit) && lit[i] == '.' {
-		i++
-		fracStart := i
-		for i < len(lit) && lit[i] >= '0' && lit[i] <= '9' {
-			i++
-		}
-		fracDigits = lit[fracStart:i]
-	}
-	e := 0
-	if i < len(lit) && (lit[i] == 'e' || lit[i] == 'E') {
-		i++
-		neg := false
-		if lit[i] == '+' || lit[i] == '-' {
-			neg = lit[i] == '-'
-			i++
-		}
-		for ; i < len(lit); i++ {
-			if e < 1_000_000_000 { // saturate far beyond any digit count a body can hold
-				e = e*10 + int(lit[i]-'0')
-			}
-		}
-		if neg {
-			e = -e
-		}
-	}
-	// The significand's digits are intDigits then fracDigits.
-	digit := func(k int) byte {
-		if k < len(intDigits) {
-			return intDigits[k]
-		}
-		return fracDigits[k-len(intDigits)]
-	}
-	first, last := -1, -1
-	for k := 0; k < len(intDigits)+len(fracDigits); k++ {
-		if digit(k) != '0' {
-			if first < 0 {
-				first = k
-			}
-			last = k
-		}
-	}
+	_, intDigits, fracDigits, e := numberParts(lit)
+	digit, first, last := significand(intDigits, fracDigits)
 	if first < 0 {
 		return true // zero
 	}

@@ -251,66 +251,14 @@ type exactNumber struct {
 
 // parseExactNumber reads a literal of the JSON number grammar.
 func parseExactNumber(lit []byte) exactNumber {
-	var n exactNumber
-	i := 0
-	if lit[0] == '-' {
-		n.neg = true
-		i++
-	}
-	intStart := i
-	for i < len(lit) && lit[i] >= '0' && lit[i] <= '9' {
-		i++
-	}
-	intDigits := lit[intStart:i]
-	var fracDigits []byte
-	if i < len(lit) && lit[i] == '.' {
-		i++
-		fracStart := i
-		for i < len(lit) && lit[i] >= '0' && lit[i] <= '9' {
-			i++
-		}
-		fracDigits = lit[fracStart:i]
-	}
-	exp := 0
-	if i < len(lit) && (lit[i] == 'e' || lit[i] == 'E') {
-		i++
-		expNeg := false
-		if lit[i] == '+' || lit[i] == '-' {
-			expNeg = lit[i] == '-'
-			i++
-		}
-		for ; i < len(lit); i++ {
-			// Saturate far beyond any digit count a body can hold.
-			if exp < 1_000_000_000 {
-				exp = exp*10 + int(lit[i]-'0')
-			}
-		}
-		if expNeg {
-			exp = -exp
-		}
-	}
-
-	// The significand's digits are intDigits followed by fracDigits; the decimal point
-	// sits after `point` of them.
+	neg, intDigits, fracDigits, exp := numberParts(lit)
+	n := exactNumber{neg: neg}
+	digit, first, last := significand(intDigits, fracDigits)
 	total := len(intDigits) + len(fracDigits)
-	digit := func(k int) byte {
-		if k < len(intDigits) {
-			return intDigits[k]
-		}
-		return fracDigits[k-len(intDigits)]
-	}
-	first, last := -1, -1
-	for k := 0; k < total; k++ {
-		if digit(k) != '0' {
-			if first < 0 {
-				first = k
-			}
-			last = k
-		}
-	}
 	if first < 0 {
 		return exactNumber{} // zero, whatever its sign or exponent
 	}
+	// The decimal point sits after `point` of the significand's digits.
 	point := len(intDigits) + exp
 	n.frac = last >= point
 	if point-first > 20 {
@@ -329,6 +277,69 @@ func parseExactNumber(lit []byte) exactNumber {
 		n.intPart = n.intPart*10 + d
 	}
 	return n
+}
+
+// numberParts splits a literal of the JSON number grammar into its sign, the digits
+// before and after the point, and its decimal exponent (saturated far beyond any digit
+// count a body can hold).
+func numberParts(lit []byte) (neg bool, intDigits, fracDigits []byte, exp int) {
+	i := 0
+	if lit[0] == '-' {
+		neg = true
+		i++
+	}
+	intStart := i
+	for i < len(lit) && lit[i] >= '0' && lit[i] <= '9' {
+		i++
+	}
+	intDigits = lit[intStart:i]
+	if i < len(lit) && lit[i] == '.' {
+		i++
+		fracStart := i
+		for i < len(lit) && lit[i] >= '0' && lit[i] <= '9' {
+			i++
+		}
+		fracDigits = lit[fracStart:i]
+	}
+	if i < len(lit) && (lit[i] == 'e' || lit[i] == 'E') {
+		i++
+		expNeg := false
+		if lit[i] == '+' || lit[i] == '-' {
+			expNeg = lit[i] == '-'
+			i++
+		}
+		for ; i < len(lit); i++ {
+			if exp < 1_000_000_000 {
+				exp = exp*10 + int(lit[i]-'0')
+			}
+		}
+		if expNeg {
+			exp = -exp
+		}
+	}
+	return neg, intDigits, fracDigits, exp
+}
+
+// significand views intDigits followed by fracDigits as one digit sequence: digit(k) is
+// its k-th digit, first and last the positions of its first and last non-zero digits
+// (both -1 when the number is zero).
+func significand(intDigits, fracDigits []byte) (digit func(k int) byte, first, last int) {
+	digit = func(k int) byte {
+		if k < len(intDigits) {
+			return intDigits[k]
+		}
+		return fracDigits[k-len(intDigits)]
+	}
+	first, last = -1, -1
+	for k := 0; k < len(intDigits)+len(fracDigits); k++ {
+		if digit(k) != '0' {
+			if first < 0 {
+				first = k
+			}
+			last = k
+		}
+	}
+	return digit, first, last
 }
 
 // integral reports whether the number has no fractional part.
