@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -239,9 +240,15 @@ func TestShutdownEndsStreamsAndRecordsTerminalEvents(t *testing.T) {
 			t.Errorf("%s after shutdown: terminal %v, state %s; want its terminal event recorded", id, st.Terminal, st.State)
 			continue
 		}
-		// The stalled model had streamed a piece: resubmitting is not known to be safe.
-		if st.Error == nil || st.Error.Code != protocol.CodeProviderUnavailable || st.Error.Retryable {
-			t.Errorf("%s ended with %+v, want provider_unavailable, not retryable after output", id, st.Error)
+		// Retryable only if the stalled model had not streamed its piece yet: after
+		// output, resubmitting is not known to be safe.
+		events, err := store.Read(ctx, id, 0, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		output := slices.ContainsFunc(events, func(ev protocol.Event) bool { return ev.Type.IsOutput() })
+		if st.Error == nil || st.Error.Code != protocol.CodeProviderUnavailable || st.Error.Retryable == output {
+			t.Errorf("%s ended with %+v after output=%v, want provider_unavailable, retryable only without output", id, st.Error, output)
 		}
 	}
 }
