@@ -220,7 +220,7 @@ func noRouteError(ne *routing.NoEligibleError) *protocol.Error {
 	var pe *protocol.Error
 	if ne.Unmet == 0 && !ne.NoAbility && errors.As(ne.Refused, &pe) {
 		if pe.Code == protocol.CodeInvalidRequest {
-			return clone(pe)
+			return pe.Clone()
 		}
 		return protocol.NewError(protocol.CodeUnsupportedCapability, ne.Error()+": "+pe.Message)
 	}

@@ -94,7 +94,7 @@ func causeError(cause error) *protocol.Error {
 // raise it), and never true once the execution has recorded output (output), since
 // downstream effects may exist. A retry hint goes with retryable.
 func settle(pe *protocol.Error, output bool) *protocol.Error {
-	c := clone(pe)
+	c := pe.Clone()
 	c.Retryable = pe.Retryable && pe.Code.Retryable() && !output
 	if !c.Retryable {
 		c.RetryAfterMs = 0

@@ -158,7 +158,7 @@ func (e *Engine) attempt(ctx context.Context, x *execution, n int, d *routing.De
 		log.Error(err, "Cannot build adapter")
 		var pe *protocol.Error
 		if errors.As(err, &pe) && pe.Code.Known() {
-			return Outcome{}, clone(pe), false, true
+			return Outcome{}, pe.Clone(), false, true
 		}
 		return Outcome{}, errAdapterUnusable(), false, true
 	}
@@ -247,24 +247,15 @@ func execute(ctx context.Context, ad Adapter, a Attempt, em Emitter) (r result) 
 // adapterError maps an adapter's error to the portable error recorded for it. Adapters
 // report failures as *protocol.Error with fixed messages; anything else is a bug or an
 // unmapped dependency error, whose text must not reach the caller, so it becomes internal
-// and is only logged.
+// and is only logged. A copy is recorded, so that an adapter that keeps and changes its
+// error cannot change what is recorded.
 func adapterError(err error, log logr.Logger) *protocol.Error {
 	var pe *protocol.Error
 	if errors.As(err, &pe) && pe.Code.Known() {
 		log.Info("Attempt failed", "code", pe.Code, "retryable", pe.Retryable)
-		return clone(pe)
+		return pe.Clone()
 	}
 	log.Error(err, "Attempt failed with an unmapped error")
 	return errInternal()
 }
 
-// clone copies an adapter's error, so that an adapter that keeps and changes it cannot
-// change what is recorded.
-func clone(pe *protocol.Error) *protocol.Error {
-	c := *pe
-	if pe.ProviderError != nil {
-		p := *pe.ProviderError
-		c.ProviderError = &p
-	}
-	return &c
-}

@@ -100,6 +100,20 @@ func NewError(code Code, message string) *Error {
 
 func (e *Error) Error() string { return string(e.Code) + ": " + e.Message }
 
+// Clone returns a deep copy of e (nil for nil), so that whoever keeps or changes one
+// cannot change the other.
+func (e *Error) Clone() *Error {
+	if e == nil {
+		return nil
+	}
+	c := *e
+	if e.ProviderError != nil {
+		p := *e.ProviderError
+		c.ProviderError = &p
+	}
+	return &c
+}
+
 // AsError returns the portable error in err's chain, or an internal error with a fixed
 // message when there is none (so dependency error text never reaches a caller).
 func AsError(err error) *Error {

@@ -334,11 +334,19 @@ func (s *Snapshot) Clone() Snapshot {
 	c.ToolCalls = slices.Clone(s.ToolCalls)
 	c.Result = slices.Clone(s.Result)
 	c.Artifacts = slices.Clone(s.Artifacts)
-	c.Usage = slices.Clone(s.Usage)
-	if s.Error != nil {
-		e := *s.Error
-		c.Error = &e
+	for i := range c.Artifacts {
+		a := &c.Artifacts[i]
+		if a.SizeBytes != nil {
+			n := *a.SizeBytes
+			a.SizeBytes = &n
+		}
+		if a.ExpiresAt != nil {
+			t := *a.ExpiresAt
+			a.ExpiresAt = &t
+		}
 	}
+	c.Usage = slices.Clone(s.Usage)
+	c.Error = s.Error.Clone()
 	return c
 }
 

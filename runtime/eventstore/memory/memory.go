@@ -240,7 +240,7 @@ func (s *Store) Get(_ context.Context, id string) (eventstore.Status, error) {
 		CancelRequested: e.cancelRequested,
 		State:           e.snap.Status,
 		Attempts:        e.attempts,
-		Error:           copyError(e.snap.Error),
+		Error:           e.snap.Error.Clone(),
 	}
 	if e.route != nil {
 		r := *e.route
@@ -261,7 +261,7 @@ func (s *Store) Snapshot(_ context.Context, id string) (protocol.Snapshot, error
 	if e.removed {
 		return protocol.Snapshot{}, notFound(id)
 	}
-	return copySnapshot(&e.snap), nil
+	return e.snap.Clone(), nil
 }
 
 // Read implements eventstore.Store.
@@ -596,38 +596,6 @@ func compactSnapshot(s *protocol.Snapshot) protocol.Snapshot {
 		c.ToolCalls[i].Arguments, at = all[at:at+n], at+n
 	}
 	return c
-}
-
-// copySnapshot returns a copy of s that shares nothing mutable with it: Clone copies the
-// slices and the result; the pointers inside artifacts and the error are copied here.
-func copySnapshot(s *protocol.Snapshot) protocol.Snapshot {
-	c := s.Clone()
-	for i := range c.Artifacts {
-		a := &c.Artifacts[i]
-		if a.SizeBytes != nil {
-			n := *a.SizeBytes
-			a.SizeBytes = &n
-		}
-		if a.ExpiresAt != nil {
-			t := *a.ExpiresAt
-			a.ExpiresAt = &t
-		}
-	}
-	c.Error = copyError(c.Error)
-	return c
-}
-
-// copyError returns a deep copy of e.
-func copyError(e *protocol.Error) *protocol.Error {
-	if e == nil {
-		return nil
-	}
-	c := *e
-	if e.ProviderError != nil {
-		pe := *e.ProviderError
-		c.ProviderError = &pe
-	}
-	return &c
 }
 
 // same reports whether ev, at this entry's sequence, is the event stored there.

@@ -128,6 +128,13 @@ redis.call('HSET', KEYS[1], 'last_sequence', ARGV[1], 'updated_at', ARGV[3], 'st
 local base = ARGV[11]
 local touched = {} -- keys beyond meta, stream and keys written by the fold
 local created = {} -- those of them that did not exist before
+-- push appends value to list and returns the created and touched keys.
+local function push(list, value)
+  if redis.call('RPUSH', list, value) == 1 then
+    return {list}, {list}
+  end
+  return {}, {list}
+end
 if op == 'text' then
   local parts, text = base .. 'parts', base .. 'text:' .. ARGV[14]
   if redis.call('HSETNX', parts, ARGV[14], ARGV[15]) == 1 then
@@ -168,19 +175,11 @@ elseif op == 'result' then
     redis.call('HSET', KEYS[1], 'result', ARGV[14])
   end
   if ARGV[15] ~= '' then
-    local list = base .. 'artifacts'
-    if redis.call('RPUSH', list, ARGV[15]) == 1 then
-      created = {list}
-    end
-    touched = {list}
+    created, touched = push(base .. 'artifacts', ARGV[15])
   end
 elseif op == 'usage' then
   if ARGV[14] ~= '' then
-    local list = base .. 'usage'
-    if redis.call('RPUSH', list, ARGV[14]) == 1 then
-      created = {list}
-    end
-    touched = {list}
+    created, touched = push(base .. 'usage', ARGV[14])
   end
 elseif op == 'route' then
   redis.call('HINCRBY', KEYS[1], 'attempts', 1)

@@ -16,6 +16,18 @@ import (
 // carrying 1 KiB of output text in total. Implementations use it for their benchmarks
 // (the same workload for every store, so figures compare).
 func CompletedExecution(id string) []protocol.Event {
+	text := strings.Repeat("0123456789abcdef", 4) // 16 deltas of 64 bytes: 1 KiB
+	deltas := make([]protocol.OutputDeltaData, 16)
+	for i := range deltas {
+		deltas[i] = protocol.OutputDeltaData{Index: i, Type: "text", Text: text}
+	}
+	return textExecution(id, deltas, []protocol.Usage{}, time.Millisecond)
+}
+
+// textExecution returns the events of a completed text execution: execution.accepted,
+// route.selected, the deltas, usage.reported with usage and execution.completed, step
+// apart.
+func textExecution(id string, deltas []protocol.OutputDeltaData, usage []protocol.Usage, step time.Duration) []protocol.Event {
 	at := time.Date(2026, 12, 2, 13, 0, 0, 0, time.UTC)
 	type payload struct {
 		typ  protocol.EventType
@@ -25,12 +37,11 @@ func CompletedExecution(id string) []protocol.Event {
 		{protocol.EventAccepted, protocol.AcceptedData{Ability: "chat", DeadlineAt: at.Add(time.Minute)}},
 		{protocol.EventRouteSelected, protocol.RouteSelectedData{Attempt: 1, Deployment: "ai/gpt-4o-mini", Provider: "openai", Model: "gpt-4o-mini"}},
 	}
-	text := strings.Repeat("0123456789abcdef", 4) // 16 deltas of 64 bytes: 1 KiB
-	for i := range 16 {
-		payloads = append(payloads, payload{protocol.EventOutputDelta, protocol.OutputDeltaData{Index: i, Type: "text", Text: text}})
+	for _, d := range deltas {
+		payloads = append(payloads, payload{protocol.EventOutputDelta, d})
 	}
 	payloads = append(payloads,
-		payload{protocol.EventUsageReported, protocol.UsageReportedData{Usage: []protocol.Usage{}}},
+		payload{protocol.EventUsageReported, protocol.UsageReportedData{Usage: usage}},
 		payload{protocol.EventCompleted, protocol.CompletedData{FinishReason: "stop"}},
 	)
 	evs := make([]protocol.Event, len(payloads))
@@ -42,7 +53,7 @@ func CompletedExecution(id string) []protocol.Event {
 		evs[i] = protocol.Event{
 			ExecutionID: id,
 			Sequence:    uint64(i) + 1,
-			Timestamp:   at.Add(time.Duration(i) * time.Millisecond),
+			Timestamp:   at.Add(time.Duration(i) * step),
 			Type:        p.typ,
 			Data:        data,
 		}
@@ -174,34 +185,14 @@ func BenchmarkStatusAndResult(b *testing.B, s eventstore.Store) {
 // route.selected, n-4 text deltas that together carry textBytes bytes, usage and
 // execution.completed.
 func deltaExecution(id string, n, textBytes int) []protocol.Event {
-	at := time.Date(2026, 12, 2, 13, 0, 0, 0, time.UTC)
-	type payload struct {
-		typ  protocol.EventType
-		data any
-	}
-	payloads := []payload{
-		{protocol.EventAccepted, protocol.AcceptedData{Ability: "chat", DeadlineAt: at.Add(time.Minute)}},
-		{protocol.EventRouteSelected, protocol.RouteSelectedData{Attempt: 1, Deployment: "ai/gpt-4o-mini", Provider: "openai", Model: "gpt-4o-mini"}},
-	}
-	deltas := n - 4
+	deltas := make([]protocol.OutputDeltaData, n-4)
 	for i := range deltas {
-		size := textBytes / deltas
-		if i < textBytes%deltas {
+		size := textBytes / len(deltas)
+		if i < textBytes%len(deltas) {
 			size++ // spread the remainder
 		}
-		payloads = append(payloads, payload{protocol.EventOutputDelta, protocol.OutputDeltaData{Type: "text", Text: strings.Repeat("x", size)}})
+		deltas[i] = protocol.OutputDeltaData{Type: "text", Text: strings.Repeat("x", size)}
 	}
-	payloads = append(payloads,
-		payload{protocol.EventUsageReported, protocol.UsageReportedData{Usage: []protocol.Usage{{Unit: protocol.UnitOutputTokens, Quantity: float64(deltas), Source: protocol.SourceProvider}}}},
-		payload{protocol.EventCompleted, protocol.CompletedData{FinishReason: "stop"}},
-	)
-	evs := make([]protocol.Event, len(payloads))
-	for i, p := range payloads {
-		data, err := json.Marshal(p.data)
-		if err != nil {
-			panic(err)
-		}
-		evs[i] = protocol.Event{ExecutionID: id, Sequence: uint64(i) + 1, Timestamp: at.Add(time.Duration(i) * time.Microsecond), Type: p.typ, Data: data}
-	}
-	return evs
+	usage := []protocol.Usage{{Unit: protocol.UnitOutputTokens, Quantity: float64(len(deltas)), Source: protocol.SourceProvider}}
+	return textExecution(id, deltas, usage, time.Microsecond)
 }
