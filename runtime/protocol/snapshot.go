@@ -164,17 +164,23 @@ func (s *Snapshot) Apply(ev Event) error {
 		s.ID = ev.ExecutionID
 	}
 	s.Sequence = ev.Sequence
-	switch ev.Type {
-	case EventAccepted:
-		s.Status = StatusAccepted
-	case EventCompleted:
-		s.Status = StatusCompleted
-	case EventFailed:
-		s.Status = StatusFailed
-	default:
-		s.Status = StatusRunning
-	}
+	s.Status = StatusAfter(ev.Type)
 	return nil
+}
+
+// StatusAfter is an execution's status once an event of type t is its last: accepted
+// after execution.accepted, completed or failed after the terminal events, running after
+// anything else.
+func StatusAfter(t EventType) Status {
+	switch t {
+	case EventAccepted:
+		return StatusAccepted
+	case EventCompleted:
+		return StatusCompleted
+	case EventFailed:
+		return StatusFailed
+	}
+	return StatusRunning
 }
 
 // applyData applies the type-specific part of ev. It decodes before it changes anything,

@@ -32,16 +32,7 @@ const (
 // does (the same types, the same json.Unmarshal), so the store refuses precisely the
 // events Apply would reject, and what it folds is what Apply folds.
 func foldArgs(ev protocol.Event) (args []any, err error) {
-	state := protocol.StatusRunning
-	switch ev.Type {
-	case protocol.EventAccepted:
-		state = protocol.StatusAccepted
-	case protocol.EventCompleted:
-		state = protocol.StatusCompleted
-	case protocol.EventFailed:
-		state = protocol.StatusFailed
-	}
-	args = append(make([]any, 0, 5), string(state))
+	args = append(make([]any, 0, 5), string(protocol.StatusAfter(ev.Type)))
 
 	switch ev.Type {
 	case protocol.EventOutputDelta:
