@@ -202,7 +202,7 @@ var defaultClient = sync.OnceValue(func() *http.Client {
 // returned as an engine.NotSent error before anything is sent.
 func (a *adapter) Execute(ctx context.Context, at engine.Attempt, emit engine.Emitter) (engine.Outcome, error) {
 	if at.Request == nil {
-		return engine.Outcome{}, engine.NotSent(refuse(errMissing))
+		return engine.Outcome{}, engine.NotSent(errMissing.Clone())
 	}
 	body, perr := buildRequest(at.Request, a.model, a.caps, a.stream)
 	if perr != nil {

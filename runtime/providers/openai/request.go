@@ -94,7 +94,7 @@ type callFunction struct {
 // that needs a capability the deployment does not declare (so a policy that disables
 // tools keeps them disabled), is unsupported_capability: another deployment may take it.
 // Messages name part types and roles, a closed set from our schema, never caller content
-// or positions.
+// or positions. Each is handed out as a Clone: callers own the errors they get.
 var (
 	errUndeclared = func(what string) *protocol.Error {
 		return unsupported(what + " input is not enabled for the deployment")
@@ -116,11 +116,6 @@ func unsupported(msg string) *protocol.Error {
 	return protocol.NewError(protocol.CodeUnsupportedCapability, msg)
 }
 
-// refuse returns a fresh copy of a shared refusal, since callers own the errors they get.
-func refuse(e *protocol.Error) *protocol.Error {
-	c := *e
-	return &c
-}
 
 // CanEncode is the adapter's engine.EncodeCheck, installed by Register: the refusal
 // Execute would make for req on d, found without building or sending anything. It
@@ -128,7 +123,7 @@ func refuse(e *protocol.Error) *protocol.Error {
 // and re-checks everything else.
 func CanEncode(req *protocol.Request, d *routing.Deployment) *protocol.Error {
 	if req == nil || d == nil {
-		return refuse(errMissing)
+		return errMissing.Clone()
 	}
 	return check(req, d.Capabilities)
 }
@@ -160,7 +155,7 @@ func checkPart(p *protocol.Part, caps routing.CapSet) *protocol.Error {
 		if c := p.Content; p.Type == protocol.PartToolResult && c != nil && c.Text == nil {
 			for i := range c.Parts {
 				if t := c.Parts[i].Type; t != protocol.PartText && t != protocol.PartJSON {
-					return refuse(errToolContent)
+					return errToolContent.Clone()
 				}
 			}
 		}
@@ -169,7 +164,7 @@ func checkPart(p *protocol.Part, caps routing.CapSet) *protocol.Error {
 	role := p.RoleOrDefault()
 	if role == protocol.RoleTool {
 		// A tool message needs the id of the call it answers, which only tool_result has.
-		return refuse(errToolRole)
+		return errToolRole.Clone()
 	}
 	switch p.Type {
 	case protocol.PartText, protocol.PartJSON:
@@ -184,7 +179,7 @@ func checkPart(p *protocol.Part, caps routing.CapSet) *protocol.Error {
 		}
 		// input_audio takes base64 data and a format name, never a URL.
 		if p.Data == "" || audioFormats[baseMediaType(p.MediaType)] == "" {
-			return refuse(errAudioForm)
+			return errAudioForm.Clone()
 		}
 	case protocol.PartFile:
 		if !has(protocol.CapInputFile) {
@@ -192,18 +187,18 @@ func checkPart(p *protocol.Part, caps routing.CapSet) *protocol.Error {
 		}
 		// file_data takes inline content; a file_id is OpenAI's own, not a URI.
 		if p.Data == "" {
-			return refuse(errFileForm)
+			return errFileForm.Clone()
 		}
 	case protocol.PartVideo:
 		if !has(protocol.CapInputVideo) {
 			return errUndeclared("video")
 		}
-		return refuse(errVideo)
+		return errVideo.Clone()
 	default:
-		return refuse(errPartType)
+		return errPartType.Clone()
 	}
 	if role != protocol.RoleUser {
-		return refuse(errMediaRole)
+		return errMediaRole.Clone()
 	}
 	return nil
 }
@@ -393,7 +388,7 @@ func applyExtensions(body *chatRequest, ext map[string]json.RawMessage) *protoco
 			continue
 		}
 		if !ok {
-			return refuse(errExtension)
+			return errExtension.Clone()
 		}
 	}
 	return nil

@@ -35,7 +35,7 @@ var mediaKeys = map[protocol.PartType]string{
 // Refusals of requests this adapter cannot send. Routing asks CanEncode before it chooses
 // a deployment, so Execute meets them only for requests that did not go through routing;
 // either way nothing is sent. Messages are fixed: they never name the caller's parameters
-// or values.
+// or values. Each is handed out as a Clone: callers own the errors they get.
 var (
 	errMissing       = protocol.NewError(protocol.CodeInvalidRequest, "request is missing")
 	errPartType      = protocol.NewError(protocol.CodeUnsupportedCapability, "the request has a part type replicate does not know")
@@ -48,11 +48,6 @@ var (
 		"model parameters cannot set the prompt or a media input: those come from the input parts")
 )
 
-// refuse returns a fresh copy of a shared refusal, since callers own the errors they get.
-func refuse(e *protocol.Error) *protocol.Error {
-	c := *e
-	return &c
-}
 
 // CanEncode is the adapter's engine.EncodeCheck, installed by Register: the refusal
 // Execute would make for req on d, found without building or sending anything.
@@ -66,7 +61,7 @@ func refuse(e *protocol.Error) *protocol.Error {
 //     caller asked for something the deployment does not allow).
 func CanEncode(req *protocol.Request, d *routing.Deployment) *protocol.Error {
 	if d == nil {
-		return refuse(errMissing)
+		return errMissing.Clone()
 	}
 	_, err := check(req, d.Capabilities, d.Parameters)
 	return err
@@ -79,7 +74,7 @@ var _ engine.EncodeCheck = CanEncode
 // decided: createRequest maps only requests it admits.
 func check(req *protocol.Request, caps routing.CapSet, allowed []string) (map[string]json.RawMessage, *protocol.Error) {
 	if req == nil {
-		return nil, refuse(errMissing)
+		return nil, errMissing.Clone()
 	}
 	if err := checkParts(req.Input, caps); err != nil {
 		return nil, err
@@ -96,15 +91,15 @@ func checkParts(parts []protocol.Part, caps routing.CapSet) *protocol.Error {
 		c, known := p.Type.Implies()
 		switch {
 		case !known:
-			return refuse(errPartType)
+			return errPartType.Clone()
 		case c == protocol.CapTools:
-			return refuse(errTools)
+			return errTools.Clone()
 		case !caps.Has(routing.CapsOf(c)):
-			return refuse(errUndeclared)
+			return errUndeclared.Clone()
 		}
 		if _, media := mediaKeys[p.Type]; media {
 			if slices.Contains(seen[:n], p.Type) {
-				return refuse(errMediaTwice)
+				return errMediaTwice.Clone()
 			}
 			seen[n] = p.Type
 			n++
@@ -125,17 +120,17 @@ func parameters(req *protocol.Request, allowed []string) (map[string]json.RawMes
 	spec, _ := protocol.LookupExtension(extInput)
 	var params map[string]json.RawMessage
 	if !spec.Valid(raw) || json.Unmarshal(raw, &params) != nil {
-		return nil, refuse(errParamValue)
+		return nil, errParamValue.Clone()
 	}
 	// Two passes, so the refusal does not depend on map order.
 	for name := range params {
 		if derived(name) {
-			return nil, refuse(errParamReserved)
+			return nil, errParamReserved.Clone()
 		}
 	}
 	for name := range params {
 		if !slices.Contains(allowed, name) {
-			return nil, refuse(errParamAllowed)
+			return nil, errParamAllowed.Clone()
 		}
 	}
 	return params, nil
