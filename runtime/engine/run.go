@@ -258,4 +258,3 @@ func adapterError(err error, log logr.Logger) *protocol.Error {
 	log.Error(err, "Attempt failed with an unmapped error")
 	return errInternal()
 }
-

@@ -116,7 +116,6 @@ func unsupported(msg string) *protocol.Error {
 	return protocol.NewError(protocol.CodeUnsupportedCapability, msg)
 }
 
-
 // CanEncode is the adapter's engine.EncodeCheck, installed by Register: the refusal
 // Execute would make for req on d, found without building or sending anything. It
 // trusts what DecodeRequest guarantees (json parts and tool parameters are valid JSON)

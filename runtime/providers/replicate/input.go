@@ -48,7 +48,6 @@ var (
 		"model parameters cannot set the prompt or a media input: those come from the input parts")
 )
 
-
 // CanEncode is the adapter's engine.EncodeCheck, installed by Register: the refusal
 // Execute would make for req on d, found without building or sending anything.
 //
