@@ -95,9 +95,10 @@ func (n *notSent) Unwrap() []error { return []error{ErrNotSent, n.pe} }
 // be expressed for d's provider, or invalid_request when the caller asked for something
 // d does not allow (a model parameter outside spec.allowedParameters).
 //
-// Routing asks it about every candidate deployment that passes the capability checks,
-// so it must be pure (no I/O), cheap, and agree with what the adapter's Execute does: a
-// request it admits is one Execute sends.
+// Routing asks it about candidate deployments that pass the capability checks, so it
+// must be pure (no I/O), cheap, and agree with what the adapter's Execute does: a request
+// it admits is one Execute sends. Its verdict may depend only on req and d's Provider,
+// Capabilities and Parameters; the engine reuses it for deployments that share them.
 type EncodeCheck func(req *protocol.Request, d *routing.Deployment) *protocol.Error
 
 // Provider is one provider adapter as the engine uses it.

@@ -2,6 +2,8 @@ package engine_test
 
 import (
 	"context"
+	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -62,4 +64,47 @@ func BenchmarkSubmit(b *testing.B) {
 			}
 		}
 	}
+}
+
+// BenchmarkAdmitLargeAbility routes through 10,000 deployments of one ability that share
+// a configuration, with an adapter check that counts its calls: the reported
+// checks/op is how often the adapter is asked per Submit (10,000 if every deployment
+// were asked; the engine asks once per distinct configuration).
+func BenchmarkAdmitLargeAbility(b *testing.B) {
+	ds := make([]routing.Deployment, 10_000)
+	for i := range ds {
+		ds[i] = deployment("d" + strconv.Itoa(i))
+	}
+	store := memory.New(memory.WithSweepInterval(0))
+	defer store.Close()
+	holder := new(routing.Holder)
+	holder.Store(routing.NewTable(ds))
+	var checks atomic.Int64
+	eng := engine.New(engine.Config{
+		Store: store,
+		Table: holder,
+		Providers: map[string]engine.Provider{"fake": {
+			New: func(*routing.Deployment) (engine.Adapter, error) { return trivial{}, nil },
+			CanEncode: func(*protocol.Request, *routing.Deployment) *protocol.Error {
+				checks.Add(1)
+				return nil
+			},
+		}},
+	})
+	defer eng.Close()
+	req := request()
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		acc, err := eng.Submit(ctx, engine.NewExecutionID(), time.Time{}, req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for after := uint64(0); ; after++ {
+			if err := store.Wait(ctx, acc.ID, after); err != nil {
+				break
+			}
+		}
+	}
+	b.ReportMetric(float64(checks.Load())/float64(b.N), "checks/op")
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"maps"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -195,21 +196,42 @@ func (e *Engine) Submit(ctx context.Context, id string, createdAt time.Time, req
 
 // admitter returns routing's admission check for req: a deployment is eligible only if
 // the engine has an adapter for its provider and that adapter can encode req for it.
+//
+// A verdict depends only on the provider, capabilities and parameters of a deployment
+// (see EncodeCheck), and an ability is often served by many deployments sharing them,
+// so the verdicts of one request are remembered: a lookup in a large table asks each
+// adapter once per distinct configuration, not once per deployment.
 func (e *Engine) admitter(req *protocol.Request) func(d *routing.Deployment) error {
+	type verdict struct {
+		d   *routing.Deployment // the first deployment judged with this configuration
+		err error
+	}
+	var known []verdict // few distinct configurations: a scan beats a map here
 	return func(d *routing.Deployment) error {
-		p, ok := e.providers[d.Provider]
-		if !ok || p.New == nil {
-			return errNoAdapter()
+		for _, v := range known {
+			if v.d.Provider == d.Provider && v.d.Capabilities == d.Capabilities && slices.Equal(v.d.Parameters, d.Parameters) {
+				return v.err
+			}
 		}
-		if p.CanEncode == nil {
-			return nil
+		var err error
+		switch p, ok := e.providers[d.Provider]; {
+		case !ok || p.New == nil:
+			err = errNoAdapter()
+		case p.CanEncode != nil:
+			if pe := p.CanEncode(req, d); pe != nil {
+				err = pe
+			}
 		}
-		if pe := p.CanEncode(req, d); pe != nil {
-			return pe
+		if len(known) < maxVerdicts {
+			known = append(known, verdict{d, err})
 		}
-		return nil
+		return err
 	}
 }
+
+// maxVerdicts bounds the verdicts one request remembers, so a table of all-distinct
+// deployments costs no more than asking each adapter.
+const maxVerdicts = 16
 
 // noRouteError is the synchronous error for a request no deployment is eligible for.
 // When the only deployments with the right capabilities refused a request the caller
