@@ -3,6 +3,7 @@ package engine_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -155,9 +156,11 @@ func TestRefusalBeforeSendingFallsBack(t *testing.T) {
 // TestAdmission: routing asks each candidate's adapter whether it can encode the
 // request; refused deployments are not eligible, and their adapters never run.
 func TestAdmission(t *testing.T) {
+	// A check may depend only on a deployment's provider, capabilities and parameters:
+	// "a" differs from "b" by its parameters, which refuseOn("a", …) refuses.
 	refuseOn := func(name string, code protocol.Code) engine.EncodeCheck {
 		return func(_ *protocol.Request, d *routing.Deployment) *protocol.Error {
-			if d.Ref.Name == name || name == "*" {
+			if name == "*" || slices.Contains(d.Parameters, name) {
 				return protocol.NewError(code, "the adapter cannot take audio by uri")
 			}
 			return nil
@@ -170,7 +173,10 @@ func TestAdmission(t *testing.T) {
 			c.Providers["fake"] = p
 		}
 	}
-	two := []routing.Deployment{deployment("a", withPriority(1)), deployment("b")}
+	two := []routing.Deployment{
+		deployment("a", withPriority(1), func(d *routing.Deployment) { d.Parameters = []string{"a"} }),
+		deployment("b"),
+	}
 
 	t.Run("refused deployment is skipped", func(t *testing.T) {
 		a, b := newScript(delta("a")), newScript(delta("b"))
@@ -231,7 +237,7 @@ func TestOutputLimits(t *testing.T) {
 		if e := terminalError(t, evs); e.Code != protocol.CodeOutputTooLarge || e.Retryable {
 			t.Errorf("terminal error %+v", e)
 		}
-		if errs := s.emitErrors(); !containsErr(errs, engine.ErrOutputTooLarge) {
+		if errs := s.emitErrors(); !slices.ContainsFunc(errs, func(err error) bool { return errors.Is(err, engine.ErrOutputTooLarge) }) {
 			t.Errorf("the adapter was never told the limit was reached: %v", errs)
 		}
 	})
@@ -316,15 +322,6 @@ func TestOutputLimits(t *testing.T) {
 			t.Errorf("terminal error %+v", e)
 		}
 	})
-}
-
-func containsErr(errs []error, target error) bool {
-	for _, err := range errs {
-		if errors.Is(err, target) {
-			return true
-		}
-	}
-	return false
 }
 
 // TestAttemptUsesCurrentCredential: a credential rotated while an execution runs is
