@@ -5,6 +5,7 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"flag"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -35,6 +37,7 @@ import (
 	"github.com/switchboard-dev/switchboard/runtime/eventstore"
 	"github.com/switchboard-dev/switchboard/runtime/eventstore/memory"
 	redisstore "github.com/switchboard-dev/switchboard/runtime/eventstore/redis"
+	"github.com/switchboard-dev/switchboard/runtime/eventstore/redisconn"
 	"github.com/switchboard-dev/switchboard/runtime/httpapi"
 	"github.com/switchboard-dev/switchboard/runtime/routing"
 )
@@ -64,9 +67,12 @@ type options struct {
 	sseKeepAlive    time.Duration
 	sseWriteTimeout time.Duration
 	cleanupGrace    time.Duration
+	executionLease  time.Duration
+	shutdownGrace   time.Duration
 	maxConcurrent   int
 	eventStore      string
-	redisURL        string
+	redis           redisconn.Config
+	redisWait       int
 	retention       time.Duration
 	zap             zap.Options
 }
@@ -89,9 +95,12 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.DurationVar(&o.sseKeepAlive, "sse-keepalive", httpapi.DefaultSSEKeepAlive, "Idle time after which an event stream gets a keep-alive comment.")
 	fs.DurationVar(&o.sseWriteTimeout, "sse-write-timeout", httpapi.DefaultSSEWriteTimeout, "Deadline of each event-stream write; a stalled reader is dropped.")
 	fs.DurationVar(&o.cleanupGrace, "cleanup-grace", 10*time.Second, "Longest wait for an adapter's remote cleanup after cancellation or deadline.")
+	fs.DurationVar(&o.executionLease, "execution-lease", engine.DefaultLease, "Lease of the replica running an execution, renewed every third of it; when a replica stops renewing, another one ends or adopts its executions after this long.")
+	fs.DurationVar(&o.shutdownGrace, "shutdown-grace", 30*time.Second, "On SIGTERM, how long running executions may go on before they are handed over to other replicas (redis) or ended (memory).")
 	fs.IntVar(&o.maxConcurrent, "max-concurrent-executions", 256, "Executions running at once on this replica; more are refused with rate_limited.")
 	fs.StringVar(&o.eventStore, "event-store", "memory", "EventStore implementation: memory (one replica, lost on restart) or redis (several replicas, restarts).")
-	fs.StringVar(&o.redisURL, "redis-url", "", "Redis URL for --event-store=redis, e.g. redis://redis:6379/0.")
+	o.redis.RegisterFlags(fs)
+	fs.IntVar(&o.redisWait, "redis-wait-replicas", 0, "With --event-store=redis: after every terminal event, wait (Redis WAIT) until this many Redis replicas have it, narrowing what a failover can lose (spec/redis.md).")
 	fs.DurationVar(&o.retention, "retention", 0, "How long terminal executions are kept (default 1h for memory, 24h for redis).")
 	o.zap.BindFlags(fs)
 	if err := fs.Parse(args); err != nil {
@@ -108,7 +117,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	}
 	if o.maxRequestBytes <= 0 || o.maxConcurrent <= 0 || o.cleanupGrace <= 0 || o.retention < 0 ||
 		o.sseKeepAlive <= 0 || o.sseWriteTimeout <= 0 || o.readTimeout <= 0 || o.idleTimeout <= 0 ||
-		o.maxOutputBytes <= 0 {
+		o.maxOutputBytes <= 0 || o.executionLease <= 0 || o.shutdownGrace < 0 || o.redisWait < 0 {
 		return nil, errors.New("sizes, counts and durations must be positive")
 	}
 	return o, nil
@@ -123,11 +132,11 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	log := zap.New(zap.UseFlagOptions(&o.zap))
 	ctrl.SetLogger(log)
 
-	store, err := openStore(ctx, o)
+	store, closeStore, err := openStore(ctx, o, log)
 	if err != nil {
 		return err
 	}
-	defer store.Close()
+	defer closeStore()
 
 	holder := &routing.Holder{}
 	eng := engine.New(engine.Config{
@@ -138,15 +147,47 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		CleanupGrace:   o.cleanupGrace,
 		MaxEvents:      o.maxEvents,
 		MaxOutputBytes: o.maxOutputBytes,
-		Logger:         log.WithName("engine"),
+		Replica:        replicaName(),
+		Lease:          o.executionLease,
+		// Replicas share a Redis store: the executions a stopping replica still runs
+		// are handed over to the others. The memory store has no others.
+		HandOver: o.eventStore == "redis",
+		Logger:   log.WithName("engine"),
 	})
-	// Every request's context derives from streams, which ends as soon as shutdown
-	// starts: open event streams close at once instead of holding the server's graceful
-	// shutdown until their executions end. Submissions run on contexts detached from it.
-	streams, endStreams := context.WithCancel(context.WithoutCancel(ctx))
-	defer endStreams()
-	stopStreams := context.AfterFunc(ctx, endStreams)
-	defer stopStreams()
+	// Executions end, or are handed over, before the store closes (deferred first, so
+	// this runs after it); normally drain has done it already.
+	defer func() {
+		if err := eng.Close(); err != nil {
+			log.Error(err, "Engine shutdown incomplete")
+		}
+	}()
+
+	// Shutdown is a drain (spec/events.md, "Shutdown"): on SIGTERM the replica turns
+	// unready at once and refuses new executions, while its servers keep serving
+	// reads and event streams, so that followers see their executions end; once the
+	// engine has drained, serving ends.
+	var draining atomic.Bool
+	serving, endServing := context.WithCancel(context.WithoutCancel(ctx))
+	defer endServing()
+	go func() {
+		select {
+		case <-serving.Done():
+			return
+		case <-ctx.Done():
+		}
+		draining.Store(true)
+		log.Info("Draining: refusing new executions", "grace", o.shutdownGrace)
+		grace, cancel := context.WithTimeout(context.WithoutCancel(ctx), o.shutdownGrace)
+		defer cancel()
+		if err := eng.Shutdown(grace); err != nil {
+			log.Info("Shutdown grace over: executions still running were handed over or ended")
+		}
+		endServing()
+	}()
+
+	// Every request's context derives from serving, which ends when the drain is over:
+	// open event streams close then instead of holding the server's graceful shutdown.
+	// Submissions run on contexts detached from it.
 	api := newHTTPServer(o, o.runtimeAddr, httpapi.NewServer(httpapi.Config{
 		Engine:          eng,
 		Store:           store,
@@ -154,53 +195,70 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		IdempotencyTTL:  o.idempotencyTTL,
 		SSEKeepAlive:    o.sseKeepAlive,
 		SSEWriteTimeout: o.sseWriteTimeout,
+		ExecutionLease:  o.executionLease,
 		Logger:          log.WithName("httpapi"),
 	}))
-	api.BaseContext = func(net.Listener) context.Context { return streams }
-	// Executions end with a terminal event before the store closes (deferred first, so
-	// it runs after this). Shutdown is bounded by the engine itself: the cleanup grace
-	// for each adapter to return, then the cleanup grace again to write the terminal
-	// event, so no outer timeout can cut it short.
-	defer func() {
-		if err := eng.Close(); err != nil {
-			log.Error(err, "Engine shutdown incomplete")
-		}
-	}()
+	api.BaseContext = func(net.Listener) context.Context { return serving }
 
+	ready := readiness{holder: holder, draining: &draining}
 	if o.manifests != "" {
-		return runStandalone(ctx, o, holder, api, log)
+		return runStandalone(serving, o, holder, ready, api, log)
 	}
-	return runInCluster(ctx, o, holder, api)
+	return runInCluster(serving, o, holder, ready, api)
 }
 
-func openStore(ctx context.Context, o *options) (eventstore.Store, error) {
+// replicaName names this replica as the holder of execution leases: the host name (the
+// pod's name in a cluster) and a random suffix, so that a restarted replica is not
+// mistaken for its predecessor.
+func replicaName() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "switchboard"
+	}
+	return host + "-" + rand.Text()[:8]
+}
+
+// openStore opens the EventStore the flags select, and returns it with the function
+// that closes it (and its connection).
+func openStore(ctx context.Context, o *options, log logr.Logger) (eventstore.Store, func(), error) {
 	switch o.eventStore {
 	case "memory":
 		retention := memory.DefaultRetention
 		if o.retention > 0 {
 			retention = o.retention
 		}
-		return memory.New(memory.WithRetention(retention)), nil
+		s := memory.New(memory.WithRetention(retention))
+		return s, func() { _ = s.Close() }, nil
 	case "redis":
-		if o.redisURL == "" {
-			return nil, errors.New("--event-store=redis needs --redis-url")
+		target, err := o.redis.Resolve(nil)
+		if err != nil {
+			return nil, nil, fmt.Errorf("--event-store=redis: %w", err)
+		}
+		log.Info("Connecting to Redis", "redis", target.String(), "source", target.Source())
+		client, err := target.Connect(ctx)
+		if err != nil {
+			return nil, nil, fmt.Errorf("open redis event store: %w", err)
 		}
 		var opts []redisstore.Option
 		if o.retention > 0 {
 			opts = append(opts, redisstore.WithRetention(o.retention))
 		}
-		s, err := redisstore.New(ctx, o.redisURL, opts...)
-		if err != nil {
-			return nil, fmt.Errorf("open redis event store: %w", err)
+		if o.redisWait > 0 {
+			opts = append(opts, redisstore.WithWaitReplicas(o.redisWait, 0))
 		}
-		return s, nil
+		s, err := redisstore.NewFromClient(client, opts...)
+		if err != nil {
+			_ = client.Close()
+			return nil, nil, fmt.Errorf("open redis event store: %w", err)
+		}
+		return s, func() { _ = s.Close(); _ = client.Close() }, nil
 	}
-	return nil, fmt.Errorf("--event-store: unknown store %q (want memory or redis)", o.eventStore)
+	return nil, nil, fmt.Errorf("--event-store: unknown store %q (want memory or redis)", o.eventStore)
 }
 
 // runInCluster runs the controller manager; the runtime's HTTP server is one of its
 // runnables, on every replica.
-func runInCluster(ctx context.Context, o *options, holder *routing.Holder, api *http.Server) error {
+func runInCluster(ctx context.Context, o *options, holder *routing.Holder, ready readiness, api *http.Server) error {
 	scheme := runtime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
 	utilruntime.Must(v1alpha1.AddToScheme(scheme))
@@ -225,7 +283,10 @@ func runInCluster(ctx context.Context, o *options, holder *routing.Holder, api *
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
 		return err
 	}
-	if err := mgr.AddReadyzCheck("routing-table", tableSynced(holder)); err != nil {
+	if err := mgr.AddReadyzCheck("routing-table", ready.tableSynced); err != nil {
+		return err
+	}
+	if err := mgr.AddReadyzCheck("not-draining", ready.notDraining); err != nil {
 		return err
 	}
 	if err := mgr.Add(httpRunnable{api}); err != nil {
@@ -235,7 +296,7 @@ func runInCluster(ctx context.Context, o *options, holder *routing.Holder, api *
 }
 
 // runStandalone serves from manifest files: no cluster, the same table builder.
-func runStandalone(ctx context.Context, o *options, holder *routing.Holder, api *http.Server, log logr.Logger) error {
+func runStandalone(ctx context.Context, o *options, holder *routing.Holder, ready readiness, api *http.Server, log logr.Logger) error {
 	registry := routing.NewRegistry(holder)
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error {
@@ -244,7 +305,10 @@ func runStandalone(ctx context.Context, o *options, holder *routing.Holder, api 
 
 	probes := http.NewServeMux()
 	probes.Handle("/healthz", http.StripPrefix("/healthz", &healthz.Handler{Checks: map[string]healthz.Checker{"ping": healthz.Ping}}))
-	probes.Handle("/readyz", http.StripPrefix("/readyz", &healthz.Handler{Checks: map[string]healthz.Checker{"routing-table": tableSynced(holder)}}))
+	probes.Handle("/readyz", http.StripPrefix("/readyz", &healthz.Handler{Checks: map[string]healthz.Checker{
+		"routing-table": ready.tableSynced,
+		"not-draining":  ready.notDraining,
+	}}))
 	servers := []*http.Server{api, newHTTPServer(o, o.probeAddr, probes)}
 	if o.metricsAddr != "0" {
 		metrics := http.NewServeMux()
@@ -311,12 +375,24 @@ func (httpRunnable) NeedLeaderElection() bool          { return false }
 
 var _ manager.LeaderElectionRunnable = httpRunnable{}
 
+// readiness holds the replica's readiness checks.
+type readiness struct {
+	holder   *routing.Holder
+	draining *atomic.Bool
+}
+
 // tableSynced is ready only once the first complete routing table is published.
-func tableSynced(h *routing.Holder) healthz.Checker {
-	return func(*http.Request) error {
-		if !h.Synced() {
-			return errors.New("routing table not synced")
-		}
-		return nil
+func (r readiness) tableSynced(*http.Request) error {
+	if !r.holder.Synced() {
+		return errors.New("routing table not synced")
 	}
+	return nil
+}
+
+// notDraining is unready from the moment shutdown starts.
+func (r readiness) notDraining(*http.Request) error {
+	if r.draining.Load() {
+		return errors.New("shutting down")
+	}
+	return nil
 }

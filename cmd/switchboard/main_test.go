@@ -3,6 +3,7 @@ package main
 import (
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/switchboard-dev/switchboard/runtime/routing"
@@ -11,7 +12,7 @@ import (
 // /readyz (both modes) reports ready only once the first complete table is published.
 func TestReadyOnlyAfterTableSync(t *testing.T) {
 	h := &routing.Holder{}
-	check := tableSynced(h)
+	check := readiness{holder: h, draining: new(atomic.Bool)}.tableSynced
 	req := httptest.NewRequest("GET", "/readyz", nil)
 	if err := check(req); err == nil {
 		t.Fatal("ready before the routing table synced")
@@ -30,6 +31,8 @@ func TestFlagValidation(t *testing.T) {
 		"--max-output-bytes=0":          "must be positive",
 		"--read-timeout=0s":             "must be positive",
 		"--idle-timeout=-1s":            "must be positive",
+		"--execution-lease=0s":          "must be positive",
+		"--shutdown-grace=-1s":          "must be positive",
 		"stray":                         "unexpected arguments",
 	} {
 		_, err := parseFlags(strings.Fields(args), &strings.Builder{})

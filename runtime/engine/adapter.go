@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"time"
 
@@ -57,6 +58,54 @@ type Attempt struct {
 // recorded).
 type Emitter interface {
 	Emit(typ protocol.EventType, data any) error
+
+	// RemoteJob records handle as the job this attempt created at the provider, as soon
+	// as the provider has named it, for an adapter whose work continues remotely (see
+	// Resumer): should this replica stop, the replica that takes the execution over
+	// resumes the attempt from the handle instead of ending it. The handle is the
+	// adapter's own JSON (at most MaxRemoteJobBytes) and must hold everything Resume
+	// needs besides the deployment: the job's id and URLs, never a credential. A later
+	// call replaces it. It returns nil once recorded; ErrAttemptOver when the attempt
+	// has ended, except while it is being handed over (Detached: a job the provider
+	// names during the cleanup grace is still recorded, for the next owner to adopt);
+	// ErrInvalidEvent for an empty, oversized or invalid handle; and a store error if
+	// recording failed. The attempt goes on either way, but an adapter whose handle
+	// was not recorded must not leave the job running unfollowed.
+	RemoteJob(handle json.RawMessage) error
+}
+
+// MaxRemoteJobBytes bounds the handle of Emitter.RemoteJob.
+const MaxRemoteJobBytes = 16 << 10
+
+// Resumer is implemented by adapters whose attempts continue remotely after the request
+// that started them returned (Replicate's predictions): a job that a replica created
+// and recorded with Emitter.RemoteJob outlives the replica, and the replica that takes
+// the execution over adopts it (spec/events.md, "Ownership and orphans"). The engine
+// does the rest: leases, deadlines, cancels and the terminal event work for a resumed
+// attempt exactly as for one this replica started.
+type Resumer interface {
+	// Resume continues the attempt that recorded handle: it follows the remote job from
+	// where it is now, emits what is left (progress, output.result, usage) and returns
+	// as Execute does. a.Request is nil: whatever the adapter needs besides a.Deployment
+	// is in the handle. When ctx has already ended — a cancel was requested, or the
+	// deadline passed, before the takeover — Resume cancels the job remotely within
+	// a.CleanupGrace, as Execute does when its context ends, and returns.
+	Resume(ctx context.Context, a Attempt, handle json.RawMessage, emit Emitter) (Outcome, error)
+}
+
+// Detached reports whether ctx, an attempt's context, ended because this replica let the
+// execution go: it is shutting down and hands the execution over, or another replica
+// acquired its lease. The remote job then belongs to the replica that takes over, so an
+// adapter must leave it running (not cancel it) when Detached is true.
+func Detached(ctx context.Context) bool {
+	return errors.Is(context.Cause(ctx), errHandedOver) || errors.Is(context.Cause(ctx), errLeaseLost)
+}
+
+// WithDetach returns a child of parent and a function that ends it the way the engine
+// ends an attempt it hands over (Detached reports true for it), for adapter tests.
+func WithDetach(parent context.Context) (ctx context.Context, detach func()) {
+	ctx, cancel := context.WithCancelCause(parent)
+	return ctx, func() { cancel(errHandedOver) }
 }
 
 // Errors returned by Emitter.Emit; test with errors.Is.

@@ -25,11 +25,19 @@ type writer struct {
 	ctx   context.Context // for store calls: never cancelled, the terminal must be written
 	id    string
 	now   func() time.Time
+	// fence is the fencing token of the lease this replica holds on the execution:
+	// every write carries it, so the store refuses them once another replica has taken
+	// the execution over.
+	fence eventstore.Fence
 
 	limits limits
 	// exceeded is called (under mu) when an append is refused for a limit; it ends the
 	// execution with output_too_large. May be nil.
 	exceeded func()
+	// lost is called (under mu) when the store refuses a write because another replica
+	// holds the execution's lease now; it ends the execution here without a terminal
+	// event (that replica writes it). May be nil.
+	lost func()
 
 	mu       sync.Mutex
 	seq      uint64    // last recorded sequence
@@ -146,7 +154,8 @@ func (w *writer) appendRetry(typ protocol.EventType, v any, ts time.Time, policy
 // execution is gone or terminal, the store closed, or the call is malformed.
 func permanent(err error) bool {
 	return errors.Is(err, eventstore.ErrNotFound) || errors.Is(err, eventstore.ErrTerminated) ||
-		errors.Is(err, eventstore.ErrClosed) || errors.Is(err, eventstore.ErrInvalid)
+		errors.Is(err, eventstore.ErrClosed) || errors.Is(err, eventstore.ErrInvalid) ||
+		errors.Is(err, eventstore.ErrLeaseLost)
 }
 
 // resyncLocked catches up with events of this execution that the store holds beyond the
@@ -173,8 +182,32 @@ func (w *writer) resyncLocked(typ protocol.EventType) (landed bool, err error) {
 		}
 		w.terminal = w.terminal || ev.Type.Terminal()
 		w.output = w.output || ev.Type.IsOutput()
+		w.outBytes += outputBytes(ev)
 	}
 	return evs[len(evs)-1].Type == typ || (typ.Terminal() && w.terminal), nil
+}
+
+// outputBytes is the materialized output a recorded event holds (see encodeEvents), for
+// a writer catching up with events it did not write itself.
+func outputBytes(ev protocol.Event) int64 {
+	switch ev.Type {
+	case protocol.EventOutputDelta:
+		var d protocol.OutputDeltaData
+		if json.Unmarshal(ev.Data, &d) == nil {
+			return int64(len(d.Text))
+		}
+	case protocol.EventToolCallArgsDelta:
+		var d protocol.ToolCallArgsDeltaData
+		if json.Unmarshal(ev.Data, &d) == nil {
+			return int64(len(d.Delta))
+		}
+	case protocol.EventOutputResult:
+		var d protocol.OutputResultData
+		if json.Unmarshal(ev.Data, &d) == nil {
+			return int64(len(d.Result))
+		}
+	}
+	return 0
 }
 
 // appendLocked records one event at the next sequence. A non-terminal event is refused
@@ -193,7 +226,10 @@ func (w *writer) appendLocked(typ protocol.EventType, data json.RawMessage, ts t
 		return ErrOutputTooLarge
 	}
 	ev := protocol.Event{ExecutionID: w.id, Sequence: w.seq + 1, Timestamp: ts, Type: typ, Data: data}
-	if err := w.store.Append(w.ctx, ev); err != nil {
+	if err := w.store.Append(w.ctx, w.fence, ev); err != nil {
+		if errors.Is(err, eventstore.ErrLeaseLost) && w.lost != nil {
+			w.lost()
+		}
 		return fmt.Errorf("append %s to %s: %w", typ, w.id, err)
 	}
 	w.seq, w.last = ev.Sequence, ts
@@ -208,6 +244,9 @@ type emitter struct {
 	w   *writer
 	ctx context.Context // the attempt's context: emits stop when it ends
 	log logr.Logger
+	// attempt and deployment identify the attempt in a RemoteJob record.
+	attempt    int
+	deployment string
 
 	// Guarded by w.mu, so that close and a concurrent emit agree on whether the event
 	// belongs to the attempt.
@@ -255,6 +294,34 @@ func (em *emitter) Emit(typ protocol.EventType, data any) error {
 	}
 	if typ.IsOutput() {
 		em.output = true
+	}
+	return nil
+}
+
+// RemoteJob implements Emitter. The handle is stored with the attempt's number and
+// deployment, so that the replica taking the execution over resumes this attempt, on
+// this deployment, and only while it is the execution's last attempt.
+func (em *emitter) RemoteJob(handle json.RawMessage) error {
+	if len(handle) == 0 || len(handle) > MaxRemoteJobBytes || !json.Valid(handle) {
+		return fmt.Errorf("remote job handle: empty, larger than %d bytes or not JSON: %w", MaxRemoteJobBytes, ErrInvalidEvent)
+	}
+	rec, err := json.Marshal(remoteJob{Attempt: em.attempt, Deployment: em.deployment, Handle: handle})
+	if err != nil {
+		return fmt.Errorf("remote job handle: %w", ErrInvalidEvent)
+	}
+	em.w.mu.Lock()
+	defer em.w.mu.Unlock()
+	// An attempt being handed over may still record its job (a create answered during
+	// the cleanup grace), so that the replica taking over adopts it rather than leaving
+	// it unfollowed; the store refuses it once that replica holds the lease.
+	if em.closed || em.w.terminal || (em.ctx.Err() != nil && !Detached(em.ctx)) {
+		return ErrAttemptOver
+	}
+	if err := em.w.store.SetRemote(em.w.ctx, em.w.id, em.w.fence, rec); err != nil {
+		if errors.Is(err, eventstore.ErrLeaseLost) && em.w.lost != nil {
+			em.w.lost()
+		}
+		return fmt.Errorf("record remote job of %s: %w", em.w.id, err)
 	}
 	return nil
 }

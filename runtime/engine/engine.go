@@ -59,6 +59,18 @@ type Config struct {
 	// deltas, tool argument fragments and output.result results. Past it the execution
 	// fails with output_too_large. 0 means DefaultMaxOutputBytes.
 	MaxOutputBytes int64
+	// Replica names this replica as the owner of the execution leases it holds; empty
+	// means a random name.
+	Replica string
+	// Lease is how long an execution's lease lasts unless renewed
+	// (--execution-lease). The replica running an execution renews it every third of
+	// this, and every replica sweeps for orphans as often. 0 means DefaultLease.
+	Lease time.Duration
+	// HandOver makes Shutdown hand the executions still running when its grace ends
+	// over to other replicas — their adapters stop without cancelling remote work and
+	// their leases are released, for a peer to adopt or end them — instead of ending
+	// them with internal. Set it when replicas share the store.
+	HandOver bool
 	// Now is the clock for timestamps and deadlines; nil means time.Now.
 	Now func() time.Time
 	// Logger receives the engine's logs; the zero Logger discards them.
@@ -74,16 +86,20 @@ type Engine struct {
 	limits    limits
 	now       func() time.Time
 	log       logr.Logger
+	replica   string
+	lease     time.Duration
+	handOver  bool
 
 	// slots holds one token per running execution. A buffered channel gives a
 	// lock-free, exact limit, and Shutdown waits for executions by taking every token.
 	slots chan struct{}
 
-	root     context.Context // ends at shutdown, with cause errShutdown
-	stop     context.CancelCauseFunc
-	closing  atomic.Bool
-	shutdown sync.Once
-	drained  chan struct{} // closed once Shutdown holds every slot
+	root      context.Context // ends when Shutdown's grace ends, with the cause to stop with
+	stop      context.CancelCauseFunc
+	stopSweep context.CancelFunc
+	closing   atomic.Bool
+	shutdown  sync.Once
+	drained   chan struct{} // closed once Shutdown holds every slot
 }
 
 // Accepted describes an execution Submit created.
@@ -109,7 +125,16 @@ func New(cfg Config) *Engine {
 		limits:    limits{events: uint64(cfg.MaxEvents), outputBytes: cfg.MaxOutputBytes},
 		now:       cfg.Now,
 		log:       cfg.Logger,
+		replica:   cfg.Replica,
+		lease:     cfg.Lease,
+		handOver:  cfg.HandOver,
 		drained:   make(chan struct{}),
+	}
+	if e.replica == "" {
+		e.replica = "replica-" + randomSuffix()
+	}
+	if e.lease <= 0 {
+		e.lease = DefaultLease
 	}
 	if cfg.MaxEvents <= 0 {
 		e.limits.events = DefaultMaxEvents
@@ -133,6 +158,9 @@ func New(cfg Config) *Engine {
 	}
 	e.slots = make(chan struct{}, n)
 	e.root, e.stop = context.WithCancelCause(context.Background())
+	var sweepCtx context.Context
+	sweepCtx, e.stopSweep = context.WithCancel(context.Background())
+	go e.sweep(sweepCtx)
 	return e
 }
 
@@ -142,25 +170,47 @@ type execution struct {
 	req        *protocol.Request
 	route      routing.Route // from the one table snapshot the execution uses
 	deadlineAt time.Time
-	w          writer
-	log        logr.Logger
+	// cancelRequested: a cancel was requested before this replica took the execution
+	// over, so it ends cancelled.
+	cancelRequested bool
+	w               writer
+	log             logr.Logger
+}
+
+// SubmitOption changes how Submit creates an execution.
+type SubmitOption func(*submission)
+
+type submission struct {
+	idempotencyKey string
+}
+
+// WithIdempotencyKey names the store key of the idempotency reservation the execution is
+// created for: the store marks the reservation as created in the same step as the
+// execution (eventstore.Record.IdempotencyKey).
+func WithIdempotencyKey(key string) SubmitOption {
+	return func(s *submission) { s.idempotencyKey = key }
 }
 
 // Submit starts an execution of req under id (see NewExecutionID) created at createdAt
 // (zero: now). Every check happens before anything exists: it returns a *protocol.Error
 // — unsupported_capability when no deployment is eligible, rate_limited when
 // MaxConcurrent executions are running, provider_unavailable after Shutdown — and then
-// nothing was created. Otherwise the execution is stored with execution.accepted and runs
-// in the background: ctx only carries values and is used for the synchronous store
-// calls; its cancellation never cancels the execution (use Cancel).
+// nothing was created. Otherwise the execution is stored with execution.accepted, leased
+// to this replica, and runs in the background: ctx only carries values and is used for
+// the synchronous store calls; its cancellation never cancels the execution (use
+// Cancel).
 //
 // req must be decoded and validated (protocol.DecodeRequest) and not modified later.
-func (e *Engine) Submit(ctx context.Context, id string, createdAt time.Time, req *protocol.Request) (Accepted, error) {
+func (e *Engine) Submit(ctx context.Context, id string, createdAt time.Time, req *protocol.Request, opts ...SubmitOption) (Accepted, error) {
 	if req == nil {
 		return Accepted{}, errInvalidRequest()
 	}
 	if e.closing.Load() {
 		return Accepted{}, errShuttingDown()
+	}
+	var sub submission
+	for _, o := range opts {
+		o(&sub)
 	}
 	q := query(req)
 	q.Admit = e.admitter(req)
@@ -185,12 +235,12 @@ func (e *Engine) Submit(ctx context.Context, id string, createdAt time.Time, req
 		return Accepted{}, errShuttingDown()
 	}
 
-	acc, x, err := e.create(ctx, id, createdAt, req, route)
+	acc, x, err := e.create(ctx, id, createdAt, req, route, sub)
 	if err != nil {
 		<-e.slots
 		return Accepted{}, err
 	}
-	go e.run(ctx, x)
+	go e.run(ctx, x, e.attempts)
 	return acc, nil
 }
 
@@ -277,7 +327,7 @@ func query(req *protocol.Request) routing.Query {
 }
 
 // create stores the execution and its execution.accepted event.
-func (e *Engine) create(ctx context.Context, id string, createdAt time.Time, req *protocol.Request, route routing.Route) (Accepted, *execution, error) {
+func (e *Engine) create(ctx context.Context, id string, createdAt time.Time, req *protocol.Request, route routing.Route, sub submission) (Accepted, *execution, error) {
 	if createdAt.IsZero() {
 		createdAt = e.now()
 	}
@@ -298,7 +348,9 @@ func (e *Engine) create(ctx context.Context, id string, createdAt time.Time, req
 	// Once creation starts it must finish: an execution stored without its accepted
 	// event would never end, so the caller's cancellation must not cut it short.
 	wctx := context.WithoutCancel(ctx)
-	if err := e.store.Create(wctx, eventstore.Record{ID: id, CreatedAt: createdAt, Info: info}); err != nil {
+	rec := eventstore.Record{ID: id, CreatedAt: createdAt, Info: info, IdempotencyKey: sub.idempotencyKey}
+	lease, err := e.store.Create(wctx, rec, e.replica, e.lease)
+	if err != nil {
 		log.Error(err, "Cannot create execution")
 		return Accepted{}, nil, errInternal()
 	}
@@ -307,7 +359,7 @@ func (e *Engine) create(ctx context.Context, id string, createdAt time.Time, req
 		req:        req,
 		route:      route,
 		deadlineAt: acc.DeadlineAt,
-		w:          writer{store: e.store, ctx: wctx, id: id, now: e.now, last: createdAt, limits: e.limits},
+		w:          writer{store: e.store, ctx: wctx, id: id, now: e.now, fence: lease.Fence, last: createdAt, limits: e.limits},
 		log:        log,
 	}
 	// execution.accepted carries the creation time, so that its timestamp and the
@@ -371,15 +423,19 @@ func (e *Engine) Cancel(ctx context.Context, id string) (Cancellation, error) {
 	}
 }
 
-// Shutdown stops accepting executions, cancels the running ones and waits until each
-// has recorded its terminal event (provider_unavailable, retryable: the caller may submit
-// again elsewhere) or ctx ends. Each execution waits at most CleanupGrace for its
-// adapter and retries a failed terminal write for at most CleanupGrace more, so Shutdown
-// takes at most about twice CleanupGrace. It may be called more than once.
+// Shutdown drains the engine (spec/events.md, "Shutdown"): it stops accepting executions
+// (Submit answers provider_unavailable) and sweeping for orphans, and lets the running
+// executions finish until ctx ends. Then it stops the rest: with Config.HandOver each is
+// handed over — its adapter is stopped without cancelling remote work, and its lease is
+// released for another replica to adopt or end it — else each ends with internal. It
+// returns once every execution has recorded its terminal event or let go of its lease:
+// after ctx ends, each waits at most CleanupGrace for its adapter and retries its last
+// write for at most CleanupGrace more. It returns ctx.Err() when executions had to be
+// stopped, nil when all finished in time. It may be called more than once.
 func (e *Engine) Shutdown(ctx context.Context) error {
 	e.shutdown.Do(func() {
 		e.closing.Store(true)
-		e.stop(errShutdown)
+		e.stopSweep()
 		go func() {
 			// Every running execution holds a slot until its terminal event is written;
 			// holding all of them means none runs, and none can start.
@@ -393,11 +449,20 @@ func (e *Engine) Shutdown(ctx context.Context) error {
 	case <-e.drained:
 		return nil
 	case <-ctx.Done():
-		return ctx.Err()
 	}
+	cause := errShutdown
+	if e.handOver {
+		cause = errHandedOver
+	}
+	e.stop(cause)
+	<-e.drained
+	return ctx.Err()
 }
 
-// Close is Shutdown without a time limit beyond the cleanup grace.
+// Close stops the engine at once: Shutdown without a grace for running executions.
 func (e *Engine) Close() error {
-	return e.Shutdown(context.Background())
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_ = e.Shutdown(ctx)
+	return nil
 }

@@ -14,6 +14,10 @@ var (
 	errShutdown        = errors.New("engine shut down")
 	errAttemptTimeout  = errors.New("attempt timeout exceeded")
 	errOutputLimit     = errors.New("execution output limit reached")
+	// errHandedOver: the replica is shutting down and lets another replica take the
+	// execution over; errLeaseLost: another replica already has (see Detached).
+	errHandedOver = errors.New("execution handed over to another replica")
+	errLeaseLost  = errors.New("execution lease lost to another replica")
 )
 
 // rateLimitRetryAfter is the retry hint of a rejection at the concurrency limit: long
@@ -35,10 +39,6 @@ func errRateLimited() *protocol.Error {
 
 func errShuttingDown() *protocol.Error {
 	return protocol.NewError(protocol.CodeProviderUnavailable, "the runtime is shutting down; retry on another replica")
-}
-
-func errShutDown() *protocol.Error {
-	return protocol.NewError(protocol.CodeProviderUnavailable, "the runtime shut down before the execution finished")
 }
 
 func errDeadlineExceeded() *protocol.Error {
@@ -78,8 +78,10 @@ func causeError(cause error) *protocol.Error {
 	switch {
 	case errors.Is(cause, errCancelRequested):
 		return errCancelled()
-	case errors.Is(cause, errShutdown):
-		return errShutDown()
+	case errors.Is(cause, errShutdown), errors.Is(cause, errHandedOver), errors.Is(cause, errLeaseLost):
+		// A replica that stops with its executions ends them itself; one that hands
+		// them over, or lost them, records nothing (run), so this is only a fallback.
+		return errOrphaned()
 	case errors.Is(cause, errOutputLimit):
 		return errOutputTooLarge()
 	default:

@@ -241,11 +241,11 @@ func (f *faultStore) onWaitCancel(h func(next func() error) error) {
 	f.waitCancel = h
 }
 
-func (f *faultStore) Append(ctx context.Context, ev protocol.Event) error {
+func (f *faultStore) Append(ctx context.Context, fence eventstore.Fence, ev protocol.Event) error {
 	f.mu.Lock()
 	h := f.append
 	f.mu.Unlock()
-	next := func() error { return f.Store.Append(ctx, ev) }
+	next := func() error { return f.Store.Append(ctx, fence, ev) }
 	if h == nil {
 		return next()
 	}

@@ -32,3 +32,11 @@ func NewExecutionID() string {
 	_, _ = rand.Read(b[8:])
 	return "exe_" + idEncoding.EncodeToString(b[8-idTimeBytes:])
 }
+
+// randomSuffix returns 40 random bits in the id alphabet, to tell apart replicas that
+// share a name.
+func randomSuffix() string {
+	var b [5]byte
+	_, _ = rand.Read(b[:])
+	return idEncoding.EncodeToString(b[:])
+}

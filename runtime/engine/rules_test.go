@@ -60,8 +60,9 @@ func TestRetryableRule(t *testing.T) {
 				h.t.Errorf("Cancel: %v", err)
 			}
 		}}, protocol.CodeCancelled, false},
-		{"shutdown before output", run{steps: []step{hang()}, act: shutdown}, protocol.CodeProviderUnavailable, true},
-		{"shutdown after output", run{steps: []step{delta("x"), hang()}, act: shutdown}, protocol.CodeProviderUnavailable, false},
+		// A replica that stops with a store of its own ends its executions itself.
+		{"shutdown before output", run{steps: []step{hang()}, act: shutdown}, protocol.CodeInternal, false},
+		{"shutdown after output", run{steps: []step{delta("x"), hang()}, act: shutdown}, protocol.CodeInternal, false},
 		{"output too large", run{steps: []step{delta("0123456789")}, maxBytes: 4}, protocol.CodeOutputTooLarge, false},
 		{"adapter panic", run{steps: []step{emit(protocol.EventOutputDelta, panicker{})}}, protocol.CodeInternal, false},
 		{"refused before sending", run{steps: []step{fail(engine.NotSent(protocol.NewError(protocol.CodeUnsupportedCapability, "cannot encode")))}}, protocol.CodeUnsupportedCapability, false},
@@ -104,7 +105,7 @@ func TestRetryableRule(t *testing.T) {
 }
 
 func shutdown(h *harness, _ string) {
-	go func() { _ = h.Engine.Shutdown(context.Background()) }()
+	go func() { _ = h.Engine.Close() }()
 }
 
 // TestRefusalBeforeSendingFallsBack: an adapter that refuses the request before sending

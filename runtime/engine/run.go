@@ -13,25 +13,54 @@ import (
 	"github.com/switchboard-dev/switchboard/runtime/routing"
 )
 
-// run drives x from its first attempt to its terminal event, then frees its slot.
-func (e *Engine) run(parent context.Context, x *execution) {
+// run drives x to its terminal event, then frees its slot. body runs its attempts (the
+// candidates of its route, or an adopted attempt) and returns the terminal event.
+func (e *Engine) run(parent context.Context, x *execution, body func(context.Context, *execution) (protocol.EventType, any)) {
 	defer func() { <-e.slots }()
 
 	// The execution keeps the submitter's values (trace ids) but not its cancellation;
-	// it ends on a cancel request, on shutdown or at its deadline, each with its cause.
+	// it ends on a cancel request, when Shutdown stops it, at its deadline or when its
+	// lease is lost, each with its cause.
 	base, cancel := context.WithCancelCause(context.WithoutCancel(parent))
 	defer cancel(nil)
-	stopShutdown := context.AfterFunc(e.root, func() { cancel(errShutdown) })
+	stopShutdown := context.AfterFunc(e.root, func() { cancel(context.Cause(e.root)) })
 	defer stopShutdown()
 	// The deadline is measured on the engine's clock and covers every attempt; it is set
 	// once and never reset.
 	ctx, cancelDeadline := context.WithTimeoutCause(base, x.deadlineAt.Sub(e.now()), errDeadline)
 	defer cancelDeadline()
 
-	go e.watchCancel(base, x.id, cancel)
+	// The lease is renewed until the terminal event is written, also while the adapter
+	// cleans up after a cancel, so leaseCtx ends last.
+	leaseCtx, stopLease := context.WithCancel(context.WithoutCancel(parent))
+	defer stopLease()
+	go e.keepLease(leaseCtx, x, cancel)
 
+	if x.cancelRequested {
+		cancel(errCancelRequested)
+	} else {
+		go e.watchCancel(base, x.id, cancel)
+	}
+
+	x.w.mu.Lock()
 	x.w.exceeded = func() { cancel(errOutputLimit) }
-	typ, data := e.attempts(ctx, x)
+	x.w.lost = func() { cancel(errLeaseLost) }
+	x.w.mu.Unlock()
+	typ, data := body(ctx, x)
+
+	// An execution this replica let go of is ended by the replica that takes it over;
+	// only what succeeded before that is still recorded here (and refused by the store
+	// if the lease is gone already).
+	if cause := context.Cause(base); typ == protocol.EventFailed && (errors.Is(cause, errHandedOver) || errors.Is(cause, errLeaseLost)) {
+		stopLease()
+		if errors.Is(cause, errHandedOver) {
+			if err := e.store.ReleaseLease(x.w.ctx, x.id, x.w.fence); err != nil && !errors.Is(err, eventstore.ErrLeaseLost) {
+				x.log.Error(err, "Cannot release the execution's lease; another replica takes it over when it expires")
+			}
+			x.log.Info("Handed the execution over to another replica")
+		}
+		return
+	}
 	// Without its terminal event the execution would never end for its readers, so a
 	// failed write is retried, for at most the cleanup grace (which bounds how long
 	// Shutdown waits). appendRetry checks whether a failed write landed before writing
@@ -94,7 +123,7 @@ func (e *Engine) attempts(ctx context.Context, x *execution) (protocol.EventType
 			return e.failed(x, lifecycleError(err, x.log, "Cannot record route.selected"))
 		}
 
-		out, perr, output, notSent := e.attempt(ctx, x, n, d)
+		out, perr, output, notSent := e.attempt(ctx, x, n, d, nil)
 		if perr == nil {
 			return protocol.EventCompleted, protocol.CompletedData{FinishReason: out.FinishReason}
 		}
@@ -142,11 +171,12 @@ type result struct {
 	err error
 }
 
-// attempt runs attempt n on deployment d. It returns the outcome or the attempt's
-// portable error, whether the attempt recorded output, and whether it failed before
-// anything was sent to the provider (the adapter could not be built, or refused the
-// request).
-func (e *Engine) attempt(ctx context.Context, x *execution, n int, d *routing.Deployment) (Outcome, *protocol.Error, bool, bool) {
+// attempt runs attempt n on deployment d: call (nil: the adapter's Execute) on the
+// adapter built for d. It returns the outcome or the attempt's portable error, whether
+// the attempt recorded output, and whether it failed before anything was sent to the
+// provider (the adapter could not be built, or refused the request).
+func (e *Engine) attempt(ctx context.Context, x *execution, n int, d *routing.Deployment, call adapterCall) (Outcome, *protocol.Error, bool, bool) {
+
 	log := x.log.WithValues("attempt", n, "deployment", d.Ref.String(), "provider", d.Provider)
 	factory := e.providers[d.Provider].New
 	if factory == nil {
@@ -172,10 +202,10 @@ func (e *Engine) attempt(ctx context.Context, x *execution, n int, d *routing.De
 	// Adapters log through logr.FromContextOrDiscard with the attempt's identity.
 	actx = logr.NewContext(actx, log)
 
-	em := &emitter{w: &x.w, ctx: actx, log: log}
+	em := &emitter{w: &x.w, ctx: actx, log: log, attempt: n, deployment: d.Ref.String()}
 	a := Attempt{ExecutionID: x.id, Number: n, Request: x.req, Deployment: d, CleanupGrace: e.grace}
 	done := make(chan result, 1) // buffered: an abandoned adapter's send must not block
-	go func() { done <- execute(actx, adapter, a, em) }()
+	go func() { done <- execute(actx, adapter, a, em, call) }()
 
 	var (
 		r     result
@@ -232,15 +262,24 @@ func (e *Engine) withCurrentCredential(d *routing.Deployment) *routing.Deploymen
 	return &c
 }
 
+// adapterCall is how an attempt calls its adapter: Adapter.Execute, or a Resumer's
+// Resume.
+type adapterCall func(ctx context.Context, ad Adapter, a Attempt, em Emitter) (Outcome, error)
+
 // execute calls the adapter, turning a panic into an error so that one faulty adapter
 // fails its attempt rather than the whole process.
-func execute(ctx context.Context, ad Adapter, a Attempt, em Emitter) (r result) {
+func execute(ctx context.Context, ad Adapter, a Attempt, em Emitter, call adapterCall) (r result) {
 	defer func() {
 		if p := recover(); p != nil {
 			r = result{err: fmt.Errorf("adapter panic: %v", p)}
 		}
 	}()
-	out, err := ad.Execute(ctx, a, em)
+	if call == nil {
+		call = func(ctx context.Context, ad Adapter, a Attempt, em Emitter) (Outcome, error) {
+			return ad.Execute(ctx, a, em)
+		}
+	}
+	out, err := call(ctx, ad, a, em)
 	return result{out: out, err: err}
 }
 

@@ -106,11 +106,11 @@ func TestStatusOfStoreFold(t *testing.T) {
 	store := memory.New(memory.WithSweepInterval(0))
 	defer store.Close()
 	ctx := t.Context()
-	if err := store.Create(ctx, eventstore.Record{ID: id, CreatedAt: created, Info: info}); err != nil {
+	if _, err := store.Create(ctx, eventstore.Record{ID: id, CreatedAt: created, Info: info}, "", 0); err != nil {
 		t.Fatal(err)
 	}
 	for _, step := range steps {
-		if err := store.Append(ctx, step.ev); err != nil {
+		if err := store.Append(ctx, eventstore.NoFence, step.ev); err != nil {
 			t.Fatal(err)
 		}
 		st, err := store.Get(ctx, id)

@@ -18,6 +18,11 @@ var (
 	// ErrInvalid: an argument is malformed (empty id, type or key, ttl <= 0): a bug in
 	// the caller, never caused by a client's request.
 	ErrInvalid = errors.New("eventstore: invalid argument")
+	// ErrLeaseHeld: Acquire found an unexpired lease on the execution.
+	ErrLeaseHeld = errors.New("eventstore: lease is held")
+	// ErrLeaseLost: a write or a lease change carried a fence that is not the
+	// execution's current one: another replica acquired its lease since.
+	ErrLeaseLost = errors.New("eventstore: lease lost")
 	// ErrClosed: the store was closed.
 	ErrClosed = errors.New("eventstore: store closed")
 )

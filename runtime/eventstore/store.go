@@ -31,8 +31,17 @@ type Store interface {
 	// execution with rec.ID is already stored and ErrInvalid if rec.ID is empty. A
 	// record with the same ID, CreatedAt and Info (nil or not, and the same bytes) is
 	// the caller's own Create again, as when a call whose answer was lost is retried: it
-	// succeeds and changes nothing.
-	Create(ctx context.Context, rec Record) error
+	// succeeds, changes nothing and returns the execution's current lease.
+	//
+	// With an owner, the execution is created leased to it for ttl (see Acquire) with
+	// fence FirstFence, in the same atomic step; ttl <= 0 then gives ErrInvalid. Without
+	// one (owner ""), it is created unleased: its fence is NoFence until an Acquire.
+	//
+	// When rec.IdempotencyKey is set and the reservation stored under it names rec.ID,
+	// Create marks that reservation Created in the same atomic step, so that a
+	// reservation whose execution is missing tells an execution that was never created
+	// from one removed after its retention.
+	Create(ctx context.Context, rec Record, owner string, ttl time.Duration) (Lease, error)
 
 	// Append records ev as the next event of execution ev.ExecutionID. ev.Sequence must
 	// be exactly one more than the last recorded sequence (1 for the first event), else
@@ -55,7 +64,14 @@ type Store interface {
 	// so a recorded one would leave no snapshot that agrees with both the log and the
 	// sequence; the engine never records one. The data of the other types, and of types
 	// this version does not know, is stored as it is: they only advance the sequence.
-	Append(ctx context.Context, ev protocol.Event) error
+	//
+	// fence must be the execution's current fence (see Lease): NoFence for an execution
+	// that was never leased, else the fence of the last acquisition, expired or not.
+	// Any other fence gives ErrLeaseLost (after the ErrNotFound and ErrInvalid checks,
+	// before all others) and stores nothing: a runner whose lease was taken over stops
+	// writing, so two replicas never both write one execution. A terminal event ends
+	// the lease: the execution leaves the orphan index.
+	Append(ctx context.Context, fence Fence, ev protocol.Event) error
 
 	// Get returns the execution's record and progress, or ErrNotFound. Its cost does not
 	// depend on the number of recorded events.
@@ -114,6 +130,44 @@ type Store interface {
 	// any replica.
 	WaitCancel(ctx context.Context, id string) error
 
+	// Acquire takes the lease on execution id for owner, for ttl on the store's clock,
+	// if no unexpired lease is held on it: it was never leased, its lease expired or was
+	// let go (ReleaseLease). The new lease's fence is one more than the execution's
+	// current one, so the previous holder's writes are refused from now on. It returns
+	// ErrLeaseHeld (wrapped, with nothing changed) while another lease is unexpired — the
+	// holder's own included: a holder extends its lease with Renew —, ErrTerminated for a
+	// terminal execution, ErrNotFound for an unknown one and ErrInvalid for an empty
+	// owner or ttl <= 0. Acquisitions are atomic: of several callers racing for one
+	// expired lease exactly one succeeds.
+	Acquire(ctx context.Context, id, owner string, ttl time.Duration) (Lease, error)
+
+	// Renew extends the lease with fence to ttl from now on the store's clock and
+	// returns it. A lease that expired is renewed too as long as nobody acquired it
+	// since (its fence is still current). It returns ErrLeaseLost when fence is not the
+	// execution's current fence, ErrTerminated once the execution is terminal and
+	// ErrNotFound for an unknown execution.
+	Renew(ctx context.Context, id string, fence Fence, ttl time.Duration) (Lease, error)
+
+	// ReleaseLease lets go of the lease with fence before it expires: the execution
+	// becomes an orphan at once, for another replica to Acquire. The fence stays
+	// current, so the releaser may still write until then; callers stop writing before
+	// releasing. It returns ErrLeaseLost when fence is not current and ErrNotFound for
+	// an unknown execution; releasing the lease of a terminal execution does nothing.
+	ReleaseLease(ctx context.Context, id string, fence Fence) error
+
+	// Orphans returns the ids of at most limit (limit <= 0: 100) non-terminal
+	// executions whose lease has expired or was released, earliest expiry first. It
+	// costs O(log n + limit) in the number of leased executions, never a scan of all
+	// executions. The list is a hint: an id may have been renewed, acquired or ended
+	// since; Acquire decides.
+	Orphans(ctx context.Context, limit int) ([]string, error)
+
+	// SetRemote records handle as the execution's remote job (Status.Remote), replacing
+	// any earlier one; a nil handle clears it. The handle is opaque to the store. It is
+	// fenced like Append (ErrLeaseLost) and returns ErrTerminated for a terminal
+	// execution and ErrNotFound for an unknown one.
+	SetRemote(ctx context.Context, id string, fence Fence, handle json.RawMessage) error
+
 	// Close releases the store's resources and wakes blocked callers, which return
 	// ErrClosed, as do later calls. Close is idempotent.
 	Close() error
@@ -128,6 +182,34 @@ type Record struct {
 	// Info is opaque to the store and owned by the engine (ability, metadata, deadline,
 	// …); JSON so that every implementation can persist it as it is.
 	Info json.RawMessage
+	// IdempotencyKey is the store key of the reservation the execution was created
+	// for, or empty. See Create.
+	IdempotencyKey string
+}
+
+// Fence is a lease's fencing token: it grows by one at every acquisition of an
+// execution's lease, and every write to the execution must carry the current one.
+type Fence uint64
+
+const (
+	// NoFence is the fence of an execution that was never leased.
+	NoFence Fence = 0
+	// FirstFence is the fence of the lease an execution is created with.
+	FirstFence Fence = 1
+)
+
+// Lease is the right to write an execution (spec/events.md, "Ownership and orphans"):
+// the replica running an execution holds it and renews it, and when it stops renewing,
+// another replica acquires it and ends (or adopts) the execution.
+type Lease struct {
+	// Owner names the holder: a replica's id.
+	Owner string
+	// Fence is the lease's fencing token.
+	Fence Fence
+	// Expires is when the lease expires unless renewed, on the store's clock; the zero
+	// time for an execution that was never leased, and at most the release time for a
+	// released lease.
+	Expires time.Time
 }
 
 // Status is an execution's record and its progress so far: what an execution's status
@@ -154,6 +236,11 @@ type Status struct {
 	Route *protocol.RouteStatus
 	// Error is the error of execution.failed; nil otherwise.
 	Error *protocol.Error
+	// Lease is the execution's current (or last) lease; zero if it was never leased.
+	// A terminal execution keeps the lease it ended under, which no longer matters.
+	Lease Lease
+	// Remote is the handle last recorded with SetRemote; nil if none.
+	Remote json.RawMessage
 }
 
 // Reservation is what an idempotency key maps to: enough to answer a replay with the
@@ -168,4 +255,7 @@ type Reservation struct {
 	Response json.RawMessage
 	// CreatedAt is when the reservation was made.
 	CreatedAt time.Time
+	// Created is set by the store when the execution was created for the reservation
+	// (see Create); Reserve ignores the caller's value.
+	Created bool
 }

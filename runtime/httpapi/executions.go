@@ -71,7 +71,7 @@ func (s *server) createExecution(w http.ResponseWriter, r *http.Request) error {
 		writeAccepted(w, prev.ExecutionID, prev.Response, true)
 		return nil
 	}
-	if _, err := s.engine.Submit(ctx, id, createdAt, req); err != nil {
+	if _, err := s.engine.Submit(ctx, id, createdAt, req, engine.WithIdempotencyKey(storeKey)); err != nil {
 		s.releaseUnlessCreated(ctx, storeKey, id)
 		return err
 	}

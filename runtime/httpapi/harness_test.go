@@ -236,16 +236,16 @@ func (s *spyStore) RequestCancel(ctx context.Context, id string) error {
 // errInjected carries text that must never reach a client.
 var errInjected = errors.New("injected store failure: secret-internal-detail")
 
-func (s *spyStore) Create(ctx context.Context, rec eventstore.Record) error {
-	err := s.Store.Create(ctx, rec)
+func (s *spyStore) Create(ctx context.Context, rec eventstore.Record, owner string, ttl time.Duration) (eventstore.Lease, error) {
+	l, err := s.Store.Create(ctx, rec, owner, ttl)
 	if err == nil {
 		s.creates.Add(1)
 	}
-	return err
+	return l, err
 }
 
-func (s *spyStore) Append(ctx context.Context, ev protocol.Event) error {
-	err := s.Store.Append(ctx, ev)
+func (s *spyStore) Append(ctx context.Context, fence eventstore.Fence, ev protocol.Event) error {
+	err := s.Store.Append(ctx, fence, ev)
 	if err == nil && ev.Type == protocol.EventAccepted {
 		s.accepted.Add(1)
 	}

@@ -19,12 +19,6 @@ const (
 	// microseconds to milliseconds; a duplicate still without an outcome after this gets
 	// 409 conflict, retryable, rather than a 202 for an execution that may never exist.
 	replayWait = 10 * time.Second
-	// replayStale is the age beyond which a reservation whose execution is missing is no
-	// longer in progress: its execution was removed after its retention, and it is
-	// replayed "whatever the execution's state". It is far above any submission's
-	// duration and any plausible clock skew between replicas, since the age compares
-	// this replica's clock with the creator's.
-	replayStale = time.Minute
 	// replayPoll is the first interval at which a waiting duplicate checks again; it
 	// doubles up to replayPollMax.
 	replayPoll    = 2 * time.Millisecond
@@ -119,18 +113,20 @@ func scopedKey(scope, key string) string { return scope + " " + key }
 // different request with the same key is errKeyReused.
 //
 // A reservation naming mine's own execution is mine: an earlier try of this Reserve
-// stored it and its answer was lost. An earlier request's reservation is replayed only
-// once its execution exists — recorded with execution.accepted; a record without events
-// is a creation in progress or one that failed, which the engine never runs. Until then
-// its creator is between Reserve and Create, or was rejected and is about to Release
-// the key, so reserve polls for at most s.replayWait: the execution appearing makes this
-// a replay, a release lets the next Reserve succeed (then this request creates the
-// execution itself), and if neither happens the answer is errInProgress (409,
-// retryable), never a 202 for an execution that may never exist. Two cases are not in
-// progress however long one waits, so they are decided at once from the reservation's
-// age (beyond replayStale): a missing execution was removed after its retention and is
-// replayed as it is, "whatever the execution's state"; a record without events is a
-// creation that failed for good, whose key is released.
+// stored it and its answer was lost. An earlier request's reservation is replayed once
+// its execution exists — recorded with execution.accepted — or, when the execution is
+// missing, once the store marked the reservation Created: the execution was created and
+// has been removed after its retention, and the key answers "whatever the execution's
+// state". Otherwise its creator is between Reserve and Create (or between Create and
+// execution.accepted), or was rejected and is about to release the key, or died on the
+// way (spec/events.md, "Ownership and orphans"). reserve polls for at most s.replayWait:
+// the execution appearing makes this a replay, a release lets the next Reserve succeed
+// (then this request creates the execution itself), and if neither happens the answer
+// is errInProgress (409, retryable), never a 202 for an execution that may never exist.
+// A reservation older than the execution lease whose execution was never created is a
+// dead creator's: it is released at once and this request creates the execution. (A
+// creator that died after Create leaves an execution whose lease expires; a sweeping
+// replica then records execution.accepted and its failure, and the key replays it.)
 func (s *server) reserve(ctx context.Context, key string, mine eventstore.Reservation) (r eventstore.Reservation, replay bool, err error) {
 	var (
 		waitUntil time.Time
@@ -148,23 +144,25 @@ func (s *server) reserve(ctx context.Context, key string, mine eventstore.Reserv
 		if cur.Fingerprint != mine.Fingerprint {
 			return eventstore.Reservation{}, false, errKeyReused
 		}
-		stale := s.now().Sub(cur.CreatedAt) > s.replayStale
 		st, err := s.store.Get(ctx, cur.ExecutionID)
 		switch {
 		case err == nil && st.LastSequence > 0:
 			return cur, true, nil
 		case err == nil:
-			if stale && !released {
+			// Created, execution.accepted not yet recorded: wait for it.
+		case errors.Is(err, eventstore.ErrNotFound):
+			if cur.Created {
+				return cur, true, nil
+			}
+			// The age compares this replica's clock with the creator's; the lease is far
+			// above any submission's duration and any plausible skew between them.
+			if s.now().Sub(cur.CreatedAt) > s.lease && !released {
 				// Once only: should the reservation somehow survive, this waits instead.
 				released = true
 				if err := s.store.Release(ctx, key, cur.ExecutionID); err != nil {
 					return eventstore.Reservation{}, false, err
 				}
 				continue
-			}
-		case errors.Is(err, eventstore.ErrNotFound):
-			if stale {
-				return cur, true, nil
 			}
 		default:
 			return eventstore.Reservation{}, false, err

@@ -53,12 +53,16 @@ func (h *hookStore) Reserve(ctx context.Context, key string, r eventstore.Reserv
 	return next()
 }
 
-func (h *hookStore) Create(ctx context.Context, rec eventstore.Record) error {
-	next := func() error { return h.Store.Create(ctx, rec) }
-	if f := h.hooks().create; f != nil {
-		return f(rec, next)
+func (h *hookStore) Create(ctx context.Context, rec eventstore.Record, owner string, ttl time.Duration) (eventstore.Lease, error) {
+	var lease eventstore.Lease
+	next := func() (err error) {
+		lease, err = h.Store.Create(ctx, rec, owner, ttl)
+		return err
 	}
-	return next()
+	if f := h.hooks().create; f != nil {
+		return lease, f(rec, next)
+	}
+	return lease, next()
 }
 
 func (h *hookStore) Get(ctx context.Context, id string) (eventstore.Status, error) {
@@ -69,8 +73,8 @@ func (h *hookStore) Get(ctx context.Context, id string) (eventstore.Status, erro
 	return next()
 }
 
-func (h *hookStore) Append(ctx context.Context, ev protocol.Event) error {
-	next := func() error { return h.Store.Append(ctx, ev) }
+func (h *hookStore) Append(ctx context.Context, fence eventstore.Fence, ev protocol.Event) error {
+	next := func() error { return h.Store.Append(ctx, fence, ev) }
 	if f := h.hooks().appendH; f != nil {
 		return f(ev, next)
 	}
@@ -182,11 +186,12 @@ func TestReserveFindingItsOwnReservation(t *testing.T) {
 	created(t, store, id)
 }
 
-// A duplicate on a replica whose clock is ahead must not replay a reservation whose
-// creator is still submitting and is then rejected: it waits for the outcome.
+// A duplicate on a replica whose clock is ahead (by less than the execution lease) must
+// not replay a reservation whose creator is still submitting and is then rejected: it
+// waits for the outcome.
 func TestDuplicateWaitsForASlowSubmit(t *testing.T) {
 	s, store, replica := newIdemServer(t)
-	ahead := replica(func() time.Time { return time.Now().Add(30 * time.Second) })
+	ahead := replica(func() time.Time { return time.Now().Add(engine.DefaultLease / 2) })
 	entered, unblock := make(chan struct{}), make(chan struct{})
 	var once, released sync.Once
 	release := func() { released.Do(func() { close(unblock) }) }
@@ -237,35 +242,51 @@ func TestDuplicateConflictWhileUndecided(t *testing.T) {
 	// An execution recorded without execution.accepted (the engine gave up creating
 	// it) is not replayed either.
 	id := engine.NewExecutionID()
-	if err := store.Create(context.Background(), eventstore.Record{ID: id, CreatedAt: s.now()}); err != nil {
+	if _, err := store.Create(context.Background(), eventstore.Record{ID: id, CreatedAt: s.now()}, "", 0); err != nil {
 		t.Fatal(err)
 	}
 	reservation(t, store, "eventless", id, s.now())
 	errorCode(t, post(s, idemBody, "eventless"), http.StatusConflict, protocol.CodeConflict)
 }
 
-// Reservations older than replayStale are not in progress: one whose execution was
-// removed by retention is replayed as it was; one whose execution was never accepted is
-// released, and the request creates its own.
-func TestStaleReservations(t *testing.T) {
+// A reservation whose execution is missing is replayed only if the store marked it
+// created: the execution existed and was removed after its retention. One never
+// created belongs to a creator that died between Reserve and Create: once it is older
+// than the execution lease it is released and the request creates its own; before
+// that, the creator may still be on its way (409, retryable).
+func TestReservationsWithoutExecution(t *testing.T) {
 	s, store, _ := newIdemServer(t)
-	old := s.now().Add(-2 * replayStale)
+	s.replayWait = 20 * time.Millisecond
+	old := s.now().Add(-2 * engine.DefaultLease)
 
-	r := reservation(t, store, "removed", engine.NewExecutionID(), old)
-	rec := post(s, idemBody, "removed")
-	id, replayed := accepted(t, rec)
-	if !replayed || id != r.ExecutionID || rec.Body.String() != string(r.Response) {
-		t.Errorf("replay of a removed execution: %v %s, want the original body %s", replayed, rec.Body, r.Response)
-	}
-
-	dead := engine.NewExecutionID()
-	if err := store.Create(context.Background(), eventstore.Record{ID: dead, CreatedAt: old}); err != nil {
+	// Created with the key, then removed by retention (the Get hook plays the removal).
+	removed := engine.NewExecutionID()
+	r := reservation(t, store, "removed", removed, old)
+	rec := eventstore.Record{ID: removed, CreatedAt: old, IdempotencyKey: scopedKey("runtime", "removed")}
+	if _, err := store.Create(context.Background(), rec, "", 0); err != nil {
 		t.Fatal(err)
 	}
-	reservation(t, store, "dead", dead, old)
+	store.set(func(h *hookStore) {
+		h.get = func(id string, next func() (eventstore.Status, error)) (eventstore.Status, error) {
+			if id == removed {
+				return eventstore.Status{}, eventstore.ErrNotFound
+			}
+			return next()
+		}
+	})
+	resp := post(s, idemBody, "removed")
+	id, replayed := accepted(t, resp)
+	if !replayed || id != removed || resp.Body.String() != string(r.Response) {
+		t.Errorf("replay of a removed execution: %v %s, want the original body %s", replayed, resp.Body, r.Response)
+	}
+
+	young := reservation(t, store, "young", engine.NewExecutionID(), s.now())
+	errorCode(t, post(s, idemBody, "young"), http.StatusConflict, protocol.CodeConflict)
+
+	dead := reservation(t, store, "dead", engine.NewExecutionID(), old)
 	id, replayed = accepted(t, post(s, idemBody, "dead"))
-	if replayed || id == dead {
-		t.Errorf("execution %s (replayed %v), want a new one instead of the never accepted %s", id, replayed, dead)
+	if replayed || id == dead.ExecutionID || id == young.ExecutionID {
+		t.Errorf("execution %s (replayed %v), want a new one instead of the never created %s", id, replayed, dead.ExecutionID)
 	}
 	created(t, store, id)
 }

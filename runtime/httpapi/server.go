@@ -58,6 +58,10 @@ type Config struct {
 	// SSEWriteTimeout bounds each write to an event stream: a reader that does not take
 	// a frame within it is dropped. Default DefaultSSEWriteTimeout.
 	SSEWriteTimeout time.Duration
+	// ExecutionLease is the engine's execution lease (engine.Config.Lease): a
+	// reservation older than it whose execution was never created belongs to a creator
+	// that died, and is released. Default engine.DefaultLease.
+	ExecutionLease time.Duration
 	// Logger receives internal errors (whose text never reaches a caller). Default: a
 	// logger that discards.
 	Logger logr.Logger
@@ -77,10 +81,12 @@ type server struct {
 	now             func() time.Time
 	mux             *http.ServeMux
 
-	// Bounds of idempotent replays (replayWait, replayStale); fields so that tests
-	// can shorten them.
-	replayWait  time.Duration
-	replayStale time.Duration
+	// lease is the age after which a reservation whose execution was never created is
+	// released (Config.ExecutionLease).
+	lease time.Duration
+	// replayWait bounds how long a duplicate waits for its reservation's outcome; a
+	// field so that tests can shorten it.
+	replayWait time.Duration
 }
 
 // NewServer returns the HTTP handler of the execution API.
@@ -109,7 +115,10 @@ func newServer(cfg Config) *server {
 		now:             cfg.Now,
 		mux:             http.NewServeMux(),
 		replayWait:      replayWait,
-		replayStale:     replayStale,
+		lease:           cfg.ExecutionLease,
+	}
+	if s.lease <= 0 {
+		s.lease = engine.DefaultLease
 	}
 	if s.maxRequestBytes <= 0 {
 		s.maxRequestBytes = DefaultMaxRequestBytes

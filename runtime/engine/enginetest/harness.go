@@ -53,11 +53,7 @@ func NewHarnessWithStore(t testing.TB, cfg engine.Config, wrap func(eventstore.S
 	h.Table = cfg.Table
 	h.Engine = engine.New(cfg)
 	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
-		defer cancel()
-		if err := h.Engine.Shutdown(ctx); err != nil {
-			t.Errorf("Shutdown: %v", err)
-		}
+		_ = h.Engine.Close()
 		_ = h.Store.Close()
 	})
 	return h

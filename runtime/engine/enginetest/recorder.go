@@ -34,7 +34,8 @@ func Encode(typ protocol.EventType, data any) Emitted {
 // engine refuses for the event's type and shape: types an adapter may not emit, and data
 // that does not encode or does not decode strictly (no unknown fields) into the type's
 // payload, with engine.ErrInvalidEvent. The engine's finer checks of the values are
-// covered by running the adapter in a Harness.
+// covered by running the adapter in a Harness. It records remote-job handles
+// (RemoteJob) apart from the events, refusing them as the engine does.
 //
 // Its zero value is ready to use; it is safe for concurrent use.
 type Recorder struct {
@@ -47,6 +48,7 @@ type Recorder struct {
 
 	mu      sync.Mutex
 	emitted []Emitted
+	handles []json.RawMessage
 }
 
 var _ engine.Emitter = (*Recorder)(nil)
@@ -76,6 +78,30 @@ func (r *Recorder) Emit(typ protocol.EventType, data any) error {
 	defer r.mu.Unlock()
 	r.emitted = append(r.emitted, Emitted{Type: typ, Data: b})
 	return nil
+}
+
+// RemoteJob implements engine.Emitter. It refuses an empty, oversized
+// (engine.MaxRemoteJobBytes) or invalid JSON handle with engine.ErrInvalidEvent, and any
+// handle once Context has ended with engine.ErrAttemptOver.
+func (r *Recorder) RemoteJob(handle json.RawMessage) error {
+	if len(handle) == 0 || len(handle) > engine.MaxRemoteJobBytes || !json.Valid(handle) {
+		return fmt.Errorf("remote job handle: empty, larger than %d bytes or not JSON: %w", engine.MaxRemoteJobBytes, engine.ErrInvalidEvent)
+	}
+	if r.Context != nil && r.Context.Err() != nil {
+		return engine.ErrAttemptOver
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.handles = append(r.handles, slices.Clone(handle))
+	return nil
+}
+
+// Handles returns the remote-job handles recorded so far, in order (the engine keeps
+// only the last); nil if none was.
+func (r *Recorder) Handles() []json.RawMessage {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.handles)
 }
 
 // Recorded returns what was recorded so far, in order; nil if nothing was.

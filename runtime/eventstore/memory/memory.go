@@ -24,6 +24,8 @@ const (
 	maxSweepInterval = time.Minute
 	// minSweepInterval keeps a tiny retention from turning the sweeper into a busy loop.
 	minSweepInterval = time.Second
+	// defaultOrphans is how many ids Orphans returns when given no limit.
+	defaultOrphans = 100
 )
 
 // Option configures a Store.
@@ -64,6 +66,12 @@ func WithSweepInterval(d time.Duration) Option {
 // Each execution keeps its result snapshot, which Append folds each event into under
 // the execution's lock (protocol.Snapshot.Apply, O(event) with its builders), so Get and
 // Snapshot never refold the events.
+//
+// Each execution also holds its lease (spec/events.md, "Ownership and orphans"), checked
+// and changed under the execution's lock, and, while it is leased and not terminal, an
+// item in the orphan index: a heap by lease expiry with a lock of its own, taken inside
+// an execution's lock, so that Orphans reads it without touching any execution. Lease
+// expiry is measured on the store's clock (WithClock).
 type Store struct {
 	now       func() time.Time
 	retention time.Duration
@@ -73,6 +81,9 @@ type Store struct {
 
 	expMu       sync.Mutex
 	execExpires expiryQueue // terminal executions by removal time
+
+	leaseMu sync.Mutex
+	leases  leaseIndex // leased non-terminal executions by lease expiry
 
 	resMu        sync.Mutex
 	reservations map[string]reservation
@@ -119,6 +130,10 @@ type execution struct {
 	cancelRequested bool
 	removed         bool // deleted from the map by a sweep; lookups that raced it see this
 
+	lease  eventstore.Lease // zero until the first acquisition
+	leased *leaseItem       // its item in the orphan index; nil when unleased or terminal
+	remote json.RawMessage  // the handle of SetRemote
+
 	// snap is the fold of events; its builders are dropped at the terminal event.
 	snap     protocol.Snapshot
 	attempts int                   // route.selected events
@@ -145,30 +160,55 @@ type reservation struct {
 	expiresAt time.Time
 }
 
-// Create implements eventstore.Store.
-func (s *Store) Create(_ context.Context, rec eventstore.Record) error {
+// Create implements eventstore.Store. The execution becomes visible, leased and indexed,
+// and its reservation marked Created, all under the map's lock: no reader sees one
+// without the others.
+func (s *Store) Create(_ context.Context, rec eventstore.Record, owner string, ttl time.Duration) (eventstore.Lease, error) {
 	if rec.ID == "" {
-		return fmt.Errorf("create execution: empty id: %w", eventstore.ErrInvalid)
+		return eventstore.Lease{}, fmt.Errorf("create execution: empty id: %w", eventstore.ErrInvalid)
+	}
+	if owner != "" && ttl <= 0 {
+		return eventstore.Lease{}, fmt.Errorf("create execution %s: lease ttl %v: %w", rec.ID, ttl, eventstore.ErrInvalid)
 	}
 	if s.isClosed.Load() {
-		return eventstore.ErrClosed
+		return eventstore.Lease{}, eventstore.ErrClosed
 	}
 	e := &execution{rec: copyRecord(rec), updatedAt: rec.CreatedAt, snap: protocol.NewSnapshot(rec.ID)}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if cur, ok := s.execs[rec.ID]; ok {
 		// cur.rec never changes, and cur is not removed while it is in the map.
-		if sameRecord(cur.rec, rec) {
-			return nil // a repeat of the Create that stored it
+		if !sameRecord(cur.rec, rec) {
+			return eventstore.Lease{}, fmt.Errorf("create execution %s: %w", rec.ID, eventstore.ErrExists)
 		}
-		return fmt.Errorf("create execution %s: %w", rec.ID, eventstore.ErrExists)
+		cur.mu.RLock()
+		defer cur.mu.RUnlock()
+		return cur.lease, nil // a repeat of the Create that stored it
+	}
+	now := s.now()
+	if owner != "" {
+		e.lease = eventstore.Lease{Owner: owner, Fence: eventstore.FirstFence, Expires: now.Add(ttl)}
+		s.indexLease(e)
+	}
+	if rec.IdempotencyKey != "" {
+		s.markCreated(rec.IdempotencyKey, rec.ID, now)
 	}
 	s.execs[rec.ID] = e
-	return nil
+	return e.lease, nil
+}
+
+// markCreated marks the unexpired reservation under key Created if it names id.
+func (s *Store) markCreated(key, id string, now time.Time) {
+	s.resMu.Lock()
+	defer s.resMu.Unlock()
+	if cur, ok := s.reservations[key]; ok && cur.r.ExecutionID == id && now.Before(cur.expiresAt) {
+		cur.r.Created = true
+		s.reservations[key] = cur
+	}
 }
 
 // Append implements eventstore.Store.
-func (s *Store) Append(_ context.Context, ev protocol.Event) error {
+func (s *Store) Append(_ context.Context, fence eventstore.Fence, ev protocol.Event) error {
 	if ev.ExecutionID == "" || ev.Type == "" {
 		return fmt.Errorf("append event: empty execution id or type: %w", eventstore.ErrInvalid)
 	}
@@ -181,6 +221,8 @@ func (s *Store) Append(_ context.Context, ev protocol.Event) error {
 	switch next := uint64(len(e.events)) + 1; {
 	case e.removed:
 		return notFound(ev.ExecutionID)
+	case fence != e.lease.Fence:
+		return leaseLost("append to", ev.ExecutionID, fence, e.lease.Fence)
 	case ev.Sequence == next-1 && next > 1 && e.events[next-2].same(ev):
 		return nil // a repeat of the Append that stored it, terminal or not
 	case e.terminal:
@@ -216,6 +258,7 @@ func (s *Store) Append(_ context.Context, ev protocol.Event) error {
 		s.expMu.Lock()
 		s.execExpires.add(e.expiresAt, ev.ExecutionID)
 		s.expMu.Unlock()
+		s.indexLease(e) // out of the orphan index
 	}
 	e.notify()
 	return nil
@@ -241,6 +284,8 @@ func (s *Store) Get(_ context.Context, id string) (eventstore.Status, error) {
 		State:           e.snap.Status,
 		Attempts:        e.attempts,
 		Error:           e.snap.Error.Clone(),
+		Lease:           e.lease,
+		Remote:          bytes.Clone(e.remote),
 	}
 	if e.route != nil {
 		r := *e.route
@@ -417,6 +462,7 @@ func (s *Store) Reserve(_ context.Context, key string, r eventstore.Reservation,
 		return copyReservation(cur.r), mine, nil
 	}
 	stored := reservation{r: copyReservation(r), expiresAt: now.Add(ttl)}
+	stored.r.Created = false // only Create marks it
 	s.reservations[key] = stored
 	s.resExpires.add(stored.expiresAt, key)
 	return copyReservation(stored.r), true, nil
@@ -433,6 +479,129 @@ func (s *Store) Release(_ context.Context, key, executionID string) error {
 		delete(s.reservations, key)
 	}
 	return nil
+}
+
+// Acquire implements eventstore.Store.
+func (s *Store) Acquire(_ context.Context, id, owner string, ttl time.Duration) (eventstore.Lease, error) {
+	if owner == "" || ttl <= 0 {
+		return eventstore.Lease{}, fmt.Errorf("acquire lease of %s: owner %q, ttl %v: %w", id, owner, ttl, eventstore.ErrInvalid)
+	}
+	e, err := s.lookup(id)
+	if err != nil {
+		return eventstore.Lease{}, err
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	now := s.now()
+	switch {
+	case e.removed:
+		return eventstore.Lease{}, notFound(id)
+	case e.terminal:
+		return eventstore.Lease{}, fmt.Errorf("acquire lease of %s: %w", id, eventstore.ErrTerminated)
+	case e.lease.Expires.After(now):
+		return eventstore.Lease{}, fmt.Errorf("acquire lease of %s: held by %s until %v: %w",
+			id, e.lease.Owner, e.lease.Expires, eventstore.ErrLeaseHeld)
+	}
+	e.lease = eventstore.Lease{Owner: owner, Fence: e.lease.Fence + 1, Expires: now.Add(ttl)}
+	s.indexLease(e)
+	return e.lease, nil
+}
+
+// Renew implements eventstore.Store. NoFence names no lease: ErrInvalid.
+func (s *Store) Renew(_ context.Context, id string, fence eventstore.Fence, ttl time.Duration) (eventstore.Lease, error) {
+	if fence == eventstore.NoFence || ttl <= 0 {
+		return eventstore.Lease{}, fmt.Errorf("renew lease of %s: fence %d, ttl %v: %w", id, fence, ttl, eventstore.ErrInvalid)
+	}
+	e, err := s.lookup(id)
+	if err != nil {
+		return eventstore.Lease{}, err
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	switch {
+	case e.removed:
+		return eventstore.Lease{}, notFound(id)
+	case fence != e.lease.Fence:
+		return eventstore.Lease{}, leaseLost("renew lease of", id, fence, e.lease.Fence)
+	case e.terminal:
+		return eventstore.Lease{}, fmt.Errorf("renew lease of %s: %w", id, eventstore.ErrTerminated)
+	}
+	e.lease.Expires = s.now().Add(ttl)
+	s.indexLease(e)
+	return e.lease, nil
+}
+
+// ReleaseLease implements eventstore.Store. NoFence names no lease: ErrInvalid.
+func (s *Store) ReleaseLease(_ context.Context, id string, fence eventstore.Fence) error {
+	if fence == eventstore.NoFence {
+		return fmt.Errorf("release lease of %s: no fence: %w", id, eventstore.ErrInvalid)
+	}
+	e, err := s.lookup(id)
+	if err != nil {
+		return err
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	switch {
+	case e.removed:
+		return notFound(id)
+	case fence != e.lease.Fence:
+		return leaseLost("release lease of", id, fence, e.lease.Fence)
+	case e.terminal:
+		return nil
+	}
+	if now := s.now(); e.lease.Expires.After(now) {
+		e.lease.Expires = now
+		s.indexLease(e)
+	}
+	return nil
+}
+
+// Orphans implements eventstore.Store.
+func (s *Store) Orphans(_ context.Context, limit int) ([]string, error) {
+	if s.isClosed.Load() {
+		return nil, eventstore.ErrClosed
+	}
+	if limit <= 0 {
+		limit = defaultOrphans
+	}
+	now := s.now()
+	s.leaseMu.Lock()
+	defer s.leaseMu.Unlock()
+	return s.leases.expired(now, limit), nil
+}
+
+// SetRemote implements eventstore.Store.
+func (s *Store) SetRemote(_ context.Context, id string, fence eventstore.Fence, handle json.RawMessage) error {
+	e, err := s.lookup(id)
+	if err != nil {
+		return err
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	switch {
+	case e.removed:
+		return notFound(id)
+	case fence != e.lease.Fence:
+		return leaseLost("set remote of", id, fence, e.lease.Fence)
+	case e.terminal:
+		return fmt.Errorf("set remote of %s: %w", id, eventstore.ErrTerminated)
+	}
+	e.remote = bytes.Clone(handle)
+	return nil
+}
+
+// indexLease files e in the orphan index under its lease expiry, or takes it out once
+// it is terminal. Called with e.mu held (or before e is shared).
+func (s *Store) indexLease(e *execution) {
+	s.leaseMu.Lock()
+	defer s.leaseMu.Unlock()
+	if e.terminal {
+		s.leases.remove(e.leased)
+		e.leased = nil
+		return
+	}
+	e.leased = s.leases.set(e.leased, e.rec.ID, e.lease.Expires)
 }
 
 // Sweep removes terminal executions whose retention has ended and expired reservations.
@@ -552,6 +721,11 @@ func (e *execution) compact() {
 
 func notFound(id string) error {
 	return fmt.Errorf("execution %s: %w", id, eventstore.ErrNotFound)
+}
+
+// leaseLost reports a write or lease change with a fence that is not current.
+func leaseLost(op, id string, fence, current eventstore.Fence) error {
+	return fmt.Errorf("%s %s: fence %d, current is %d: %w", op, id, fence, current, eventstore.ErrLeaseLost)
 }
 
 // invalidData reports an event whose data does not decode as its type's data.

@@ -28,6 +28,7 @@ func TestConformance(t *testing.T) {
 				clk.Advance(d)
 				s.Sweep()
 			},
+			Now: clk.Now,
 		}
 	})
 }
@@ -37,10 +38,10 @@ func TestBackgroundSweep(t *testing.T) {
 	s := memory.New(memory.WithRetention(time.Millisecond), memory.WithSweepInterval(time.Millisecond))
 	defer s.Close()
 	ctx := t.Context()
-	if err := s.Create(ctx, eventstore.Record{ID: "exe_1"}); err != nil {
+	if _, err := s.Create(ctx, eventstore.Record{ID: "exe_1"}, "", 0); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Append(ctx, protocol.Event{ExecutionID: "exe_1", Sequence: 1, Type: protocol.EventFailed, Data: json.RawMessage(`{}`)}); err != nil {
+	if err := s.Append(ctx, eventstore.NoFence, protocol.Event{ExecutionID: "exe_1", Sequence: 1, Type: protocol.EventFailed, Data: json.RawMessage(`{}`)}); err != nil {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(10 * time.Second)
@@ -85,12 +86,12 @@ func BenchmarkRetainedExecution(b *testing.B) {
 		runtime.ReadMemStats(&before)
 		s := memory.New(memory.WithSweepInterval(0))
 		for _, id := range ids {
-			if err := s.Create(ctx, eventstore.Record{ID: id, Info: json.RawMessage(`{"ability":"chat"}`)}); err != nil {
+			if _, err := s.Create(ctx, eventstore.Record{ID: id, Info: json.RawMessage(`{"ability":"chat"}`)}, "", 0); err != nil {
 				b.Fatal(err)
 			}
 			for _, ev := range template {
 				ev.ExecutionID = id
-				if err := s.Append(ctx, ev); err != nil {
+				if err := s.Append(ctx, eventstore.NoFence, ev); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -108,4 +109,33 @@ func BenchmarkStatusAndResult(b *testing.B) {
 	s := memory.New(memory.WithSweepInterval(0))
 	defer s.Close()
 	storetest.BenchmarkStatusAndResult(b, s)
+}
+
+func BenchmarkRenew(b *testing.B) {
+	s := memory.New(memory.WithSweepInterval(0))
+	defer s.Close()
+	storetest.BenchmarkRenew(b, s)
+}
+
+func BenchmarkOrphans(b *testing.B) {
+	s := memory.New(memory.WithSweepInterval(0))
+	defer s.Close()
+	storetest.BenchmarkOrphans(b, s)
+}
+
+// TestHistories runs the history check on one store shared by every replica, with
+// injected faults: half of them after the store acted, as lost replies.
+func TestHistories(t *testing.T) {
+	s := memory.New()
+	defer s.Close()
+	histories := 300
+	if testing.Short() {
+		histories = 50
+	}
+	storetest.CheckHistories(t, storetest.HistoryConfig{
+		Histories: histories,
+		Replicas:  []eventstore.Store{s},
+		Check:     s,
+		FaultRate: 0.05,
+	})
 }

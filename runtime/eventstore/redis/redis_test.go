@@ -130,11 +130,11 @@ func TestSurvivesRestart(t *testing.T) {
 		event(rec.ID, 2, protocol.EventOutputDelta, `{"index":0,"type":"text","text":"hi"}`),
 	}
 	before := open(t, prefix)
-	if err := before.Create(ctx, rec); err != nil {
+	if _, err := before.Create(ctx, rec, "", 0); err != nil {
 		t.Fatal(err)
 	}
 	for _, ev := range evs {
-		if err := before.Append(ctx, ev); err != nil {
+		if err := before.Append(ctx, eventstore.NoFence, ev); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -160,7 +160,7 @@ func TestSurvivesRestart(t *testing.T) {
 	if len(got) != 2 || got[1].Sequence != 2 || string(got[1].Data) != string(evs[1].Data) {
 		t.Errorf("Read after restart: %+v", got)
 	}
-	if err := after.Append(ctx, event(rec.ID, 3, protocol.EventFailed, `{}`)); err != nil {
+	if err := after.Append(ctx, eventstore.NoFence, event(rec.ID, 3, protocol.EventFailed, `{}`)); err != nil {
 		t.Errorf("Append 3 after restart: %v", err)
 	}
 }
@@ -174,7 +174,7 @@ func TestKeysAndExpiry(t *testing.T) {
 	admin := newClient(t)
 	s := open(t, prefix, redisstore.WithRetention(time.Hour), redisstore.WithOrphanTTL(48*time.Hour))
 	const id = "exe_keys"
-	if err := s.Create(ctx, eventstore.Record{ID: id}); err != nil {
+	if _, err := s.Create(ctx, eventstore.Record{ID: id}, "", 0); err != nil {
 		t.Fatal(err)
 	}
 	evs := []protocol.Event{
@@ -186,7 +186,7 @@ func TestKeysAndExpiry(t *testing.T) {
 		event(id, 6, protocol.EventUsageReported, `{"usage":[{"unit":"requests","quantity":1,"source":"runtime"}]}`),
 	}
 	for _, ev := range evs {
-		if err := s.Append(ctx, ev); err != nil {
+		if err := s.Append(ctx, eventstore.NoFence, ev); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -228,7 +228,7 @@ func TestKeysAndExpiry(t *testing.T) {
 	}
 
 	end := event(id, 7, protocol.EventCompleted, `{}`)
-	if err := s.Append(ctx, end); err != nil {
+	if err := s.Append(ctx, eventstore.NoFence, end); err != nil {
 		t.Fatal(err)
 	}
 	for _, k := range execKeys {
@@ -262,7 +262,7 @@ func TestCreateClearsLeftovers(t *testing.T) {
 	admin := newClient(t)
 	s := open(t, prefix)
 	const id = "exe_leftover"
-	if err := s.Create(ctx, eventstore.Record{ID: id}); err != nil {
+	if _, err := s.Create(ctx, eventstore.Record{ID: id}, "", 0); err != nil {
 		t.Fatal(err)
 	}
 	for _, ev := range []protocol.Event{
@@ -270,18 +270,18 @@ func TestCreateClearsLeftovers(t *testing.T) {
 		event(id, 2, protocol.EventToolCallArgsDelta, `{"call_id":"c1","delta":"old"}`),
 		event(id, 3, protocol.EventUsageReported, `{"usage":[{"unit":"requests","quantity":1,"source":"runtime"}]}`),
 	} {
-		if err := s.Append(ctx, ev); err != nil {
+		if err := s.Append(ctx, eventstore.NoFence, ev); err != nil {
 			t.Fatal(err)
 		}
 	}
 	if err := admin.Del(ctx, prefix+"{"+id+"}:meta").Err(); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Create(ctx, eventstore.Record{ID: id}); err != nil {
+	if _, err := s.Create(ctx, eventstore.Record{ID: id}, "", 0); err != nil {
 		t.Fatal(err)
 	}
 	next := event(id, 1, protocol.EventOutputDelta, `{"index":0,"text":"new"}`)
-	if err := s.Append(ctx, next); err != nil {
+	if err := s.Append(ctx, eventstore.NoFence, next); err != nil {
 		t.Fatal(err)
 	}
 	snap, err := s.Snapshot(ctx, id)
@@ -305,10 +305,10 @@ func TestWaitersSurvivePubSubLoss(t *testing.T) {
 	admin := newClient(t)
 
 	const id = "exe_reconnect"
-	if err := s.Create(ctx, eventstore.Record{ID: id}); err != nil {
+	if _, err := s.Create(ctx, eventstore.Record{ID: id}, "", 0); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Append(ctx, event(id, 1, protocol.EventAccepted, `{}`)); err != nil {
+	if err := s.Append(ctx, eventstore.NoFence, event(id, 1, protocol.EventAccepted, `{}`)); err != nil {
 		t.Fatal(err)
 	}
 	wait := make(chan error, 1)
@@ -321,7 +321,7 @@ func TestWaitersSurvivePubSubLoss(t *testing.T) {
 	// Give the Store time to notice and subscribe again on a new connection.
 	time.Sleep(100 * time.Millisecond)
 
-	if err := peer.Append(ctx, event(id, 2, protocol.EventOutputDelta, `{}`)); err != nil {
+	if err := peer.Append(ctx, eventstore.NoFence, event(id, 2, protocol.EventOutputDelta, `{}`)); err != nil {
 		t.Fatal(err)
 	}
 	if err := <-wait; err != nil {
@@ -412,21 +412,21 @@ func TestScriptsSurviveReplay(t *testing.T) {
 	admin := newClient(t)
 
 	rec := eventstore.Record{ID: "exe_replayed", CreatedAt: at(0), Info: json.RawMessage(`{"ability":"chat"}`)}
-	if err := s.Create(ctx, rec); err != nil {
+	if _, err := s.Create(ctx, rec, "", 0); err != nil {
 		t.Fatalf("Create, replayed: %v", err)
 	}
 	bare := eventstore.Record{ID: "exe_replayed_bare"}
-	if err := s.Create(ctx, bare); err != nil {
+	if _, err := s.Create(ctx, bare, "", 0); err != nil {
 		t.Fatalf("Create without info, replayed: %v", err)
 	}
-	if err := s.Create(ctx, eventstore.Record{ID: rec.ID, CreatedAt: at(1), Info: rec.Info}); !errors.Is(err, eventstore.ErrExists) {
+	if _, err := s.Create(ctx, eventstore.Record{ID: rec.ID, CreatedAt: at(1), Info: rec.Info}, "", 0); !errors.Is(err, eventstore.ErrExists) {
 		t.Errorf("Create of another record, replayed: got %v, want ErrExists", err)
 	}
 
 	evs := storetest.CompletedExecution(rec.ID)
 	evs[0].Data = nil // a payload-less event repeats too
 	for _, ev := range evs {
-		if err := s.Append(ctx, ev); err != nil {
+		if err := s.Append(ctx, eventstore.NoFence, ev); err != nil {
 			t.Fatalf("Append %d %s, replayed: %v", ev.Sequence, ev.Type, err)
 		}
 	}
@@ -470,10 +470,10 @@ func TestScriptsSurviveReplay(t *testing.T) {
 	// Another event with the last sequence is still refused.
 	other := evs[len(evs)-1]
 	other.Data = json.RawMessage(`{"finish_reason":"length"}`)
-	if err := s.Append(ctx, other); !errors.Is(err, eventstore.ErrTerminated) {
+	if err := s.Append(ctx, eventstore.NoFence, other); !errors.Is(err, eventstore.ErrTerminated) {
 		t.Errorf("Append of another terminal event, replayed: got %v, want ErrTerminated", err)
 	}
-	if err := s.Append(ctx, protocol.Event{ExecutionID: bare.ID, Sequence: 2, Type: protocol.EventAccepted}); !errors.Is(err, eventstore.ErrSequence) {
+	if err := s.Append(ctx, eventstore.NoFence, protocol.Event{ExecutionID: bare.ID, Sequence: 2, Type: protocol.EventAccepted}); !errors.Is(err, eventstore.ErrSequence) {
 		t.Errorf("Append out of order, replayed: got %v, want ErrSequence", err)
 	}
 
@@ -549,10 +549,10 @@ func TestWaitersSurviveFailedReads(t *testing.T) {
 	admin := newClient(t)
 
 	const id = "exe_failed_reads"
-	if err := s.Create(ctx, eventstore.Record{ID: id}); err != nil {
+	if _, err := s.Create(ctx, eventstore.Record{ID: id}, "", 0); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Append(ctx, event(id, 1, protocol.EventAccepted, `{}`)); err != nil {
+	if err := s.Append(ctx, eventstore.NoFence, event(id, 1, protocol.EventAccepted, `{}`)); err != nil {
 		t.Fatal(err)
 	}
 
@@ -591,7 +591,7 @@ func TestWaitersSurviveFailedReads(t *testing.T) {
 	}
 
 	hook.failing.Store(false)
-	if err := peer.Append(ctx, event(id, 2, protocol.EventOutputDelta, `{}`)); err != nil {
+	if err := peer.Append(ctx, eventstore.NoFence, event(id, 2, protocol.EventOutputDelta, `{}`)); err != nil {
 		t.Fatal(err)
 	}
 	if err := <-wait; err != nil {
@@ -603,7 +603,7 @@ func TestWaitersSurviveFailedReads(t *testing.T) {
 	if err := <-waitCancel; err != nil {
 		t.Errorf("WaitCancel after failed reads: %v", err)
 	}
-	if err := s.Append(ctx, event(id, 3, protocol.EventFailed, `{}`)); err != nil {
+	if err := s.Append(ctx, eventstore.NoFence, event(id, 3, protocol.EventFailed, `{}`)); err != nil {
 		t.Fatal(err)
 	}
 	// A terminal execution still ends a waiter whose first reads failed.
@@ -664,4 +664,12 @@ func BenchmarkRead20(b *testing.B) {
 
 func BenchmarkStatusAndResult(b *testing.B) {
 	storetest.BenchmarkStatusAndResult(b, open(b, newPrefix(b), redisstore.WithRetention(time.Hour)))
+}
+
+func BenchmarkRenew(b *testing.B) {
+	storetest.BenchmarkRenew(b, open(b, newPrefix(b), redisstore.WithRetention(time.Hour)))
+}
+
+func BenchmarkOrphans(b *testing.B) {
+	storetest.BenchmarkOrphans(b, open(b, newPrefix(b), redisstore.WithRetention(time.Hour)))
 }

@@ -8,6 +8,14 @@ import goredis "github.com/redis/go-redis/v9"
 // also run on Redis Cluster. go-redis runs them with EVALSHA and falls back to EVAL
 // (which caches them again) after a restart of Redis has dropped the script cache.
 //
+// Leases live in the meta hash (lease_owner, lease_fence, lease_expires) and every
+// lease check is made in the script that writes: a fence that is not lease_fence (a
+// missing field is NoFence, 0) refuses the write. Lease expiry is measured on the clock
+// of Redis itself (TIME, in milliseconds), the same for every replica; Redis replicates
+// a script's effects rather than the script (the only mode since Redis 7), so a script
+// may read the time before it writes. The orphan index is kept outside the scripts
+// (see leases.go).
+//
 // Optional values (Info, Response) are passed as a trailing argument that is left out
 // when the Go value is nil, and Data with a flag beside it, so that nil and empty
 // survive a round trip unchanged.
@@ -18,21 +26,45 @@ import goredis "github.com/redis/go-redis/v9"
 // script recognises a repeat of its own completed write, reports the same success as
 // the first run and writes nothing more. Without that, a lost reply to an Append would
 // turn into ErrSequence for an event that is stored, and the engine could never record
-// its terminal event. (Cancel and Release are idempotent as they are.)
+// its terminal event. (Cancel, Release, Renew, ReleaseLease and SetRemote are
+// idempotent as they are: a second run sets the same values, or a later expiry.)
+// Acquire carries a token of its own call for that purpose: a second run finds the
+// lease it took and returns it rather than ErrLeaseHeld.
 
-// createScript registers an execution unless its meta hash exists.
+// nowMS is the Lua function now_ms(), the Redis server's time in milliseconds since the
+// epoch, and ms(x), which formats such a number as an integer (Lua numbers are floats,
+// which Redis would not always print as integers).
+const nowMS = `
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+local function ms(x)
+  return string.format('%.0f', x)
+end
+`
+
+// createScript registers an execution unless its meta hash exists, leased to an owner
+// if it has one, and notes the reservation it was created for.
 //
-// KEYS: meta, stream, keys. ARGV: created_at, orphan ttl in ms (0: none), [info].
-// Returns 1 if created, or if the meta hash holds this very record already (the same
-// created_at, and the same info or no info like this call): a repeat. 0 if the
-// execution exists with another record.
-var createScript = goredis.NewScript(`
+// KEYS: meta, stream, keys, created (see Create). ARGV: created_at, orphan ttl in ms (0:
+// none), owner (empty: unleased), lease ttl in ms, idempotency key (empty: none), ttl
+// in ms of the created key (0: not written), [info].
+// Returns {1, owner, fence, expires} if created, with the new lease (an empty owner and
+// '0' for an unleased one); {2, owner, fence, expires} with the current lease if the
+// meta hash holds this very record already (the same created_at, and the same info or
+// no info like this call): a repeat; {0} if the execution exists with another record.
+var createScript = goredis.NewScript(nowMS + `
+local function lease(code)
+  local l = redis.call('HMGET', KEYS[1], 'lease_owner', 'lease_fence', 'lease_expires')
+  return {code, l[1] or '', l[2] or '0', l[3] or '0'}
+end
 if redis.call('EXISTS', KEYS[1]) == 1 then
   local cur = redis.call('HMGET', KEYS[1], 'created_at', 'info')
-  if cur[1] == ARGV[1] and cur[2] == (ARGV[3] or false) then
-    return 1
+  if cur[1] == ARGV[1] and cur[2] == (ARGV[7] or false) then
+    return lease(2)
   end
-  return 0
+  return {0}
 end
 -- Other keys without the meta hash can only be leftovers (none outlives it); a new
 -- execution must start empty or its first XADD would be rejected and its snapshot
@@ -42,13 +74,23 @@ for _, k in ipairs(redis.call('SMEMBERS', KEYS[3])) do
 end
 redis.call('DEL', KEYS[2], KEYS[3])
 redis.call('HSET', KEYS[1], 'created_at', ARGV[1], 'updated_at', ARGV[1], 'last_sequence', '0')
-if #ARGV >= 3 then
-  redis.call('HSET', KEYS[1], 'info', ARGV[3])
+if #ARGV >= 7 then
+  redis.call('HSET', KEYS[1], 'info', ARGV[7])
+end
+if ARGV[5] ~= '' then
+  redis.call('HSET', KEYS[1], 'idempotency_key', ARGV[5])
+end
+if ARGV[3] ~= '' then
+  redis.call('HSET', KEYS[1], 'lease_owner', ARGV[3], 'lease_fence', '1',
+    'lease_expires', ms(now_ms() + tonumber(ARGV[4])))
+end
+if ARGV[6] ~= '0' then
+  redis.call('SET', KEYS[4], ARGV[5], 'PX', ARGV[6])
 end
 if ARGV[2] ~= '0' then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
 end
-return 1
+return lease(1)
 `)
 
 // appendScript appends one event after checking that it is the next one, and folds it
@@ -56,11 +98,15 @@ return 1
 //
 // KEYS: meta, stream, keys. ARGV: sequence, type, timestamp, terminal ('1' or '0'),
 // retention in ms, orphan ttl in ms (0: none), wake channel, cancel channel, has data
-// ('1' or '0'), data (empty without), key base ('<prefix>{<id>}:'), state after the event,
-// fold operation and its operands (see fold.go).
+// ('1' or '0'), data (empty without), key base ('<prefix>{<id>}:'), fence, state after
+// the event, fold operation and its operands (see fold.go).
 // Returns 0 if appended (or a repeat, see below), -1 if the execution is unknown, -2 if
-// it is terminal, -3 if its data does not decode (operation 'invalid'), or else the
-// sequence that would have been next.
+// it is terminal, -3 if its data does not decode (operation 'invalid'), -4 if the fence
+// is not the current one, or else the sequence that would have been next.
+//
+// The fence is checked first (after existence), as the Store interface orders it: even
+// a repeat is refused once another replica acquired the lease, since the writer must
+// stop either way; whether its event is stored, its log tells.
 //
 // The stream entry id is the sequence itself (<sequence>-0), so Redis orders the stream
 // by sequence and XRANGE can start at any cursor directly. Nothing is written before
@@ -86,9 +132,12 @@ return 1
 // retention; while running, each write gives the keys it touches the orphan ttl along
 // with the meta hash and the stream.
 var appendScript = goredis.NewScript(`
-local state = redis.call('HMGET', KEYS[1], 'last_sequence', 'terminal')
+local state = redis.call('HMGET', KEYS[1], 'last_sequence', 'terminal', 'lease_fence')
 if not state[1] then
   return -1
+end
+if (state[3] or '0') ~= ARGV[12] then
+  return -4
 end
 local data = false
 if ARGV[9] == '1' then
@@ -114,7 +163,7 @@ local nextSeq = tonumber(state[1]) + 1
 if tonumber(ARGV[1]) ~= nextSeq then
   return nextSeq
 end
-local op = ARGV[13]
+local op = ARGV[14]
 if op == 'invalid' then
   return -3
 end
@@ -123,7 +172,7 @@ if data then
 else
   redis.call('XADD', KEYS[2], ARGV[1] .. '-0', 'type', ARGV[2], 'timestamp', ARGV[3])
 end
-redis.call('HSET', KEYS[1], 'last_sequence', ARGV[1], 'updated_at', ARGV[3], 'state', ARGV[12])
+redis.call('HSET', KEYS[1], 'last_sequence', ARGV[1], 'updated_at', ARGV[3], 'state', ARGV[13])
 
 local base = ARGV[11]
 local touched = {} -- keys beyond meta, stream and keys written by the fold
@@ -136,15 +185,15 @@ local function push(list, value)
   return {}, {list}
 end
 if op == 'text' then
-  local parts, text = base .. 'parts', base .. 'text:' .. ARGV[14]
-  if redis.call('HSETNX', parts, ARGV[14], ARGV[15]) == 1 then
+  local parts, text = base .. 'parts', base .. 'text:' .. ARGV[15]
+  if redis.call('HSETNX', parts, ARGV[15], ARGV[16]) == 1 then
     created = {parts, text}
   end
-  redis.call('APPEND', text, ARGV[16])
+  redis.call('APPEND', text, ARGV[17])
   touched = {parts, text}
 elseif op == 'start' or op == 'args' then
   local calls = base .. 'calls'
-  local cur = redis.call('HGET', calls, ARGV[14])
+  local cur = redis.call('HGET', calls, ARGV[15])
   local n, index, order, name
   if cur then
     n, index, order, name = string.match(cur, '^(%d+) (%S+) (%d+) (.*)$')
@@ -155,42 +204,42 @@ elseif op == 'start' or op == 'args' then
   end
   touched = {calls}
   if op == 'start' then
-    if not cur or index ~= ARGV[15] then
-      index, order = ARGV[15], ARGV[1] -- new or moved: last among the calls of its index
+    if not cur or index ~= ARGV[16] then
+      index, order = ARGV[16], ARGV[1] -- new or moved: last among the calls of its index
     end
-    redis.call('HSET', calls, ARGV[14], n .. ' ' .. index .. ' ' .. order .. ' ' .. ARGV[16])
+    redis.call('HSET', calls, ARGV[15], n .. ' ' .. index .. ' ' .. order .. ' ' .. ARGV[17])
   else
     if not cur then
-      redis.call('HSET', calls, ARGV[14], n .. ' ' .. index .. ' ' .. order .. ' ' .. name)
+      redis.call('HSET', calls, ARGV[15], n .. ' ' .. index .. ' ' .. order .. ' ' .. name)
     end
     local args = base .. 'args:' .. n
     if not cur then
       created[#created + 1] = args
     end
-    redis.call('APPEND', args, ARGV[15])
+    redis.call('APPEND', args, ARGV[16])
     touched[#touched + 1] = args
   end
 elseif op == 'result' then
-  if ARGV[14] ~= '' then
-    redis.call('HSET', KEYS[1], 'result', ARGV[14])
-  end
   if ARGV[15] ~= '' then
-    created, touched = push(base .. 'artifacts', ARGV[15])
+    redis.call('HSET', KEYS[1], 'result', ARGV[15])
+  end
+  if ARGV[16] ~= '' then
+    created, touched = push(base .. 'artifacts', ARGV[16])
   end
 elseif op == 'usage' then
-  if ARGV[14] ~= '' then
-    created, touched = push(base .. 'usage', ARGV[14])
+  if ARGV[15] ~= '' then
+    created, touched = push(base .. 'usage', ARGV[15])
   end
 elseif op == 'route' then
   redis.call('HINCRBY', KEYS[1], 'attempts', 1)
-  redis.call('HSET', KEYS[1], 'route', ARGV[14])
+  redis.call('HSET', KEYS[1], 'route', ARGV[15])
 elseif op == 'completed' then
-  if ARGV[14] ~= '' then
-    redis.call('HSET', KEYS[1], 'finish_reason', ARGV[14])
+  if ARGV[15] ~= '' then
+    redis.call('HSET', KEYS[1], 'finish_reason', ARGV[15])
   end
 elseif op == 'failed' then
-  if ARGV[14] ~= '' then
-    redis.call('HSET', KEYS[1], 'error', ARGV[14])
+  if ARGV[15] ~= '' then
+    redis.call('HSET', KEYS[1], 'error', ARGV[15])
   end
 end
 for _, k in ipairs(created) do
@@ -323,4 +372,118 @@ if redis.call('HGET', KEYS[1], 'execution_id') == ARGV[1] then
   return redis.call('DEL', KEYS[1])
 end
 return 0
+`)
+
+// acquireScript takes the lease of an execution unless an unexpired lease is held on
+// it, with the fence one more than the current one.
+//
+// KEYS: meta. ARGV: owner, ttl in ms, token (unique to the Acquire call).
+// Returns {0, owner, fence, expires} with the new lease, {-1} if the execution is
+// unknown, {-2} if it is terminal, {-3, owner, expires} with the unexpired lease held.
+// A run that finds the lease taken with its own token is a repeat of the run that
+// took it: it returns that lease again (the holder may have renewed it since).
+var acquireScript = goredis.NewScript(nowMS + `
+local m = redis.call('HMGET', KEYS[1], 'last_sequence', 'terminal', 'lease_owner',
+  'lease_fence', 'lease_expires', 'lease_token')
+if not m[1] then
+  return {-1}
+end
+if m[6] == ARGV[3] then
+  return {0, m[3], m[4], m[5]}
+end
+if m[2] then
+  return {-2}
+end
+local now = now_ms()
+if m[5] and tonumber(m[5]) > now then
+  return {-3, m[3], m[5]}
+end
+local fence = redis.call('HINCRBY', KEYS[1], 'lease_fence', 1)
+local expires = ms(now + tonumber(ARGV[2]))
+redis.call('HSET', KEYS[1], 'lease_owner', ARGV[1], 'lease_expires', expires, 'lease_token', ARGV[3])
+return {0, ARGV[1], tostring(fence), expires}
+`)
+
+// renewScript extends the lease with a fence to ttl from now, expired or not, as long
+// as the fence is current.
+//
+// KEYS: meta. ARGV: fence, ttl in ms.
+// Returns {0, owner, fence, expires} with the renewed lease, {-1} if the execution is
+// unknown, {-4, current fence} if the fence is not current, {-2} if it is terminal.
+var renewScript = goredis.NewScript(nowMS + `
+local m = redis.call('HMGET', KEYS[1], 'last_sequence', 'terminal', 'lease_owner', 'lease_fence')
+if not m[1] then
+  return {-1}
+end
+if (m[4] or '0') ~= ARGV[1] then
+  return {-4, m[4] or '0'}
+end
+if m[2] then
+  return {-2}
+end
+local expires = ms(now_ms() + tonumber(ARGV[2]))
+redis.call('HSET', KEYS[1], 'lease_expires', expires)
+return {0, m[3], m[4], expires}
+`)
+
+// releaseLeaseScript lets go of the lease with a fence: its expiry becomes now unless
+// it is earlier already.
+//
+// KEYS: meta. ARGV: fence.
+// Returns {0, expires} with the lease's expiry after the release, {-1} if the execution
+// is unknown, {-4, current fence} if the fence is not current, {-2} if it is terminal
+// (nothing changed).
+var releaseLeaseScript = goredis.NewScript(nowMS + `
+local m = redis.call('HMGET', KEYS[1], 'last_sequence', 'terminal', 'lease_fence', 'lease_expires')
+if not m[1] then
+  return {-1}
+end
+if (m[3] or '0') ~= ARGV[1] then
+  return {-4, m[3] or '0'}
+end
+if m[2] then
+  return {-2}
+end
+local now = now_ms()
+if tonumber(m[4]) <= now then
+  return {0, m[4]}
+end
+redis.call('HSET', KEYS[1], 'lease_expires', ms(now))
+return {0, ms(now)}
+`)
+
+// setRemoteScript records or clears an execution's remote job handle, fenced like
+// appendScript.
+//
+// KEYS: meta. ARGV: fence, [handle] (absent: clear).
+// Returns 0 if recorded, -1 if the execution is unknown, -4 if the fence is not
+// current, -2 if it is terminal.
+var setRemoteScript = goredis.NewScript(`
+local m = redis.call('HMGET', KEYS[1], 'last_sequence', 'terminal', 'lease_fence')
+if not m[1] then
+  return -1
+end
+if (m[3] or '0') ~= ARGV[1] then
+  return -4
+end
+if m[2] then
+  return -2
+end
+if #ARGV >= 2 then
+  redis.call('HSET', KEYS[1], 'remote', ARGV[2])
+else
+  redis.call('HDEL', KEYS[1], 'remote')
+end
+return 0
+`)
+
+// orphansScript lists the orphan index's entries that are due on the Redis clock: a
+// read of the index key alone (see leases.go).
+//
+// KEYS: leases. ARGV: limit.
+// Returns {now in ms, {ids of the entries scored at or before now, earliest first, at
+// most limit}}.
+var orphansScript = goredis.NewScript(nowMS + `
+local now = ms(now_ms())
+return {now, redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, ARGV[1])}
 `)

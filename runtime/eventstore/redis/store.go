@@ -10,9 +10,12 @@
 // may touch them all:
 //
 //	<prefix>{<id>}:meta       hash: created_at, updated_at, last_sequence, info,
-//	                          terminal, cancel_requested, and the fold of the events:
-//	                          state, attempts, route (JSON), error (JSON),
-//	                          finish_reason, result, tool_calls (calls numbered so far)
+//	                          idempotency_key, terminal, cancel_requested, the lease
+//	                          (lease_owner, lease_fence, lease_expires in ms on the
+//	                          Redis clock, lease_token of the Acquire that took it),
+//	                          remote, and the fold of the events: state, attempts,
+//	                          route (JSON), error (JSON), finish_reason, result,
+//	                          tool_calls (calls numbered so far)
 //	<prefix>{<id>}:events     stream: one entry per event, id <sequence>-0,
 //	                          fields type, timestamp, data
 //	<prefix>{<id>}:parts      hash: output index → part type
@@ -22,7 +25,11 @@
 //	<prefix>{<id>}:usage      list: the usage entries of each usage.reported (JSON)
 //	<prefix>{<id>}:artifacts  list: the artifacts of each output.result (JSON)
 //	<prefix>{<id>}:keys       set: the names of the keys above beyond meta and events
+//	<prefix>{<id>}:created    string: the idempotency key the execution was created
+//	                          for, expiring with that reservation (see Create)
 //	<prefix>idem:<key>        hash: an idempotency reservation, expiring with its ttl
+//	<prefix>leases            sorted set: the orphan index, execution ids scored by
+//	                          lease expiry in ms (see leases.go)
 //
 // and two pub/sub channels wake blocked callers: <prefix>{<id>}:wake (payload: the
 // appended sequence) and <prefix>{<id>}:cancel (payload: "cancel" or "terminal"). The
@@ -30,10 +37,11 @@
 //
 // # Consistency
 //
-// Create, Append, Read, Snapshot, RequestCancel, Reserve and Release are each one Lua
-// script: check and write (or read) in one atomic step, whichever replica calls. Append
-// checks that the execution exists, is not terminal and that the sequence is the next
-// one, then adds the stream entry, updates the meta hash, folds the event into the
+// Create, Append, Read, Snapshot, RequestCancel, Reserve, Release, Acquire, Renew,
+// ReleaseLease and SetRemote are each one Lua script: check and write (or read) in one
+// atomic step, whichever replica calls. Append checks that the execution exists, that
+// the fence is current, that it is not terminal and that the sequence is the next one,
+// then adds the stream entry, updates the meta hash, folds the event into the
 // status fields and the snapshot keys and publishes the wake-up; the explicit entry id
 // makes Redis itself keep the stream ordered by sequence. The event's data is decoded
 // once, in Go, into simple operations the script applies with commands that cost what
@@ -43,9 +51,10 @@
 //
 // go-redis sends a command again when its reply is lost (MaxRetries), and Redis may
 // have run it already; callers may retry a call that failed that way too. So Create,
-// Append and Reserve recognise a repeat of their own completed write (the same record,
-// the same last event, the same reservation) and report success again without writing
-// anything (see scripts.go).
+// Append, Reserve and Acquire recognise a repeat of their own completed write (the same
+// record, the same last event, the same reservation, the same Acquire call) and report
+// success again without writing anything, and the other writes are idempotent (see
+// scripts.go).
 //
 // # Expiry
 //
@@ -58,7 +67,8 @@
 // it, so one untouched for the whole orphan ttl could go before the execution ends: the
 // orphan ttl must exceed the longest execution, as WithOrphanTTL says. Reservations
 // expire by their own ttl. Durability is Redis's: executions outlive a restart of Redis
-// itself only if it persists (AOF or RDB).
+// itself only if it persists (AOF or RDB), and a failover to a replica loses the writes
+// not yet replicated to it, which WithWaitReplicas narrows for terminal events.
 //
 // # Waiting
 //
@@ -105,16 +115,23 @@ const (
 	// retryBackoff is the pause of a blocked Wait or WaitCancel after a failed read;
 	// it doubles with each consecutive failure, up to maxBackoff.
 	retryBackoff = 50 * time.Millisecond
+	// defaultOrphans is how many ids Orphans returns when given no limit.
+	defaultOrphans = 100
+	// defaultWaitTimeout replaces a WithWaitReplicas timeout <= 0, which WAIT would
+	// take as "forever".
+	defaultWaitTimeout = time.Second
 )
 
 // Option configures a Store.
 type Option func(*config)
 
 type config struct {
-	prefix     string
-	retention  time.Duration
-	orphanTTL  time.Duration
-	clientOpts []func(*goredis.Options)
+	prefix       string
+	retention    time.Duration
+	orphanTTL    time.Duration
+	waitReplicas int
+	waitTimeout  time.Duration
+	clientOpts   []func(*goredis.Options)
 }
 
 // WithKeyPrefix sets the prefix of every key and channel (default DefaultKeyPrefix), so
@@ -138,6 +155,25 @@ func WithOrphanTTL(d time.Duration) Option {
 	return func(c *config) { c.orphanTTL = max(d, 0) }
 }
 
+// WithWaitReplicas makes Append wait, after it recorded a terminal event, until n
+// replicas acknowledged the write or timeout passed (Redis WAIT on the connection that
+// wrote), so that a failover is unlikely to lose how an execution ended. Append
+// returns nil either way: the event is recorded on the primary, and an error would
+// tell the caller it was not. Terminal events that fewer than n replicas acknowledged
+// in time are counted by UnderReplicated. n <= 0 (the default) waits for nothing; a
+// timeout <= 0 is one second. Other events are not waited for: a lost one is repaired
+// by whoever ends the execution, a lost terminal event is not. It needs a single-node,
+// Sentinel or Cluster client (other clients cannot pin the connection WAIT must use,
+// and skip it).
+func WithWaitReplicas(n int, timeout time.Duration) Option {
+	return func(c *config) {
+		c.waitReplicas, c.waitTimeout = n, timeout
+		if timeout <= 0 {
+			c.waitTimeout = defaultWaitTimeout
+		}
+	}
+}
+
 // WithClientOptions adjusts the options of the client New makes, after those parsed
 // from the URL (pool size, timeouts, TLS, …). NewFromClient ignores it.
 func WithClientOptions(f func(*goredis.Options)) Option {
@@ -154,6 +190,10 @@ type Store struct {
 	retentionMS string
 	orphanMS    string
 	hub         *hub
+
+	waitReplicas    int
+	waitTimeout     time.Duration
+	underReplicated atomic.Uint64
 
 	closed    chan struct{} // closed by Close, wakes every waiter
 	isClosed  atomic.Bool
@@ -207,11 +247,13 @@ func newStore(client goredis.UniversalClient, c config) (*Store, error) {
 		return nil, fmt.Errorf("redis key prefix %q: braces would change the hash slot: %w", c.prefix, eventstore.ErrInvalid)
 	}
 	s := &Store{
-		client:      client,
-		prefix:      c.prefix,
-		retentionMS: strconv.FormatInt(millis(c.retention), 10),
-		orphanMS:    strconv.FormatInt(millis(c.orphanTTL), 10),
-		closed:      make(chan struct{}),
+		client:       client,
+		prefix:       c.prefix,
+		retentionMS:  strconv.FormatInt(millis(c.retention), 10),
+		orphanMS:     strconv.FormatInt(millis(c.orphanTTL), 10),
+		waitReplicas: c.waitReplicas,
+		waitTimeout:  c.waitTimeout,
+		closed:       make(chan struct{}),
 	}
 	s.hub = newHub(client, s.closed)
 	return s, nil
@@ -223,35 +265,90 @@ func (s *Store) keyBase(id string) string       { return s.prefix + "{" + id + "
 func (s *Store) metaKey(id string) string       { return s.prefix + "{" + id + "}:meta" }
 func (s *Store) streamKey(id string) string     { return s.prefix + "{" + id + "}:events" }
 func (s *Store) keysKey(id string) string       { return s.prefix + "{" + id + "}:keys" }
+func (s *Store) createdKey(id string) string    { return s.prefix + "{" + id + "}:created" }
+func (s *Store) leasesKey() string              { return s.prefix + "leases" }
 func (s *Store) wakeChannel(id string) string   { return s.prefix + "{" + id + "}:wake" }
 func (s *Store) cancelChannel(id string) string { return s.prefix + "{" + id + "}:cancel" }
 func (s *Store) reservationKey(k string) string { return s.prefix + "idem:" + k }
 
 // Create implements eventstore.Store.
-func (s *Store) Create(ctx context.Context, rec eventstore.Record) error {
+//
+// The reservation lives under its own key, in another cluster slot than the execution,
+// so no script may write both. The fact that the execution was created for it is
+// therefore written by the create script in the execution's slot: the created key
+// holds the idempotency key, with the reservation's remaining ttl so that it lasts as
+// long as the reservation, also after the execution's retention. Reserve reads it
+// beside an existing reservation (see reservationCreated). Before the script, Create
+// reads that ttl and, for a leased execution, files it in the orphan index (see
+// leases.go).
+func (s *Store) Create(ctx context.Context, rec eventstore.Record, owner string, ttl time.Duration) (eventstore.Lease, error) {
 	if rec.ID == "" {
-		return fmt.Errorf("create execution: empty id: %w", eventstore.ErrInvalid)
+		return eventstore.Lease{}, fmt.Errorf("create execution: empty id: %w", eventstore.ErrInvalid)
+	}
+	if owner != "" && ttl <= 0 {
+		return eventstore.Lease{}, fmt.Errorf("create execution %s: lease ttl %v: %w", rec.ID, ttl, eventstore.ErrInvalid)
 	}
 	if s.isClosed.Load() {
-		return eventstore.ErrClosed
+		return eventstore.Lease{}, eventstore.ErrClosed
 	}
-	args := []any{formatTime(rec.CreatedAt), s.orphanMS}
+	createdTTL, err := s.prepareCreate(ctx, rec, owner, ttl)
+	if err != nil {
+		return eventstore.Lease{}, s.fail(err, "create execution %s", rec.ID)
+	}
+	args := []any{formatTime(rec.CreatedAt), s.orphanMS, owner, millis(ttl), rec.IdempotencyKey, createdTTL}
 	if rec.Info != nil {
 		args = append(args, []byte(rec.Info))
 	}
-	keys := []string{s.metaKey(rec.ID), s.streamKey(rec.ID), s.keysKey(rec.ID)}
-	created, err := createScript.Run(ctx, s.client, keys, args...).Int()
+	keys := []string{s.metaKey(rec.ID), s.streamKey(rec.ID), s.keysKey(rec.ID), s.createdKey(rec.ID)}
+	reply, err := createScript.Run(ctx, s.client, keys, args...).Slice()
 	if err != nil {
-		return s.fail(err, "create execution %s", rec.ID)
+		return eventstore.Lease{}, s.fail(err, "create execution %s", rec.ID)
 	}
-	if created == 0 {
-		return fmt.Errorf("create execution %s: %w", rec.ID, eventstore.ErrExists)
+	code, _ := reply[0].(int64)
+	if code == 0 {
+		return eventstore.Lease{}, fmt.Errorf("create execution %s: %w", rec.ID, eventstore.ErrExists)
 	}
-	return nil
+	lease, err := decodeLease(reply[1:])
+	if err != nil {
+		return eventstore.Lease{}, fmt.Errorf("create execution %s: %w", rec.ID, err)
+	}
+	if code == 1 && owner != "" {
+		s.index(ctx, rec.ID, lease.Expires) // the expiry on the Redis clock
+	}
+	return lease, nil
 }
 
-// Append implements eventstore.Store.
-func (s *Store) Append(ctx context.Context, ev protocol.Event) error {
+// prepareCreate does what Create does before its script, in one round trip: it files a
+// leased execution in the orphan index, under an expiry estimated on this replica's
+// clock, unless it is filed already (a repeated Create must not move the entry of the
+// lease it finds), and returns the remaining ttl in ms of the reservation rec was
+// created for if that reservation names rec.ID (0 otherwise).
+func (s *Store) prepareCreate(ctx context.Context, rec eventstore.Record, owner string, ttl time.Duration) (int64, error) {
+	if owner == "" && rec.IdempotencyKey == "" {
+		return 0, nil
+	}
+	pipe := s.client.Pipeline()
+	if owner != "" {
+		pipe.ZAddNX(ctx, s.leasesKey(), goredis.Z{Score: float64(time.Now().Add(ttl).UnixMilli()), Member: rec.ID})
+	}
+	var named *goredis.StringCmd
+	var remaining *goredis.DurationCmd
+	if rec.IdempotencyKey != "" {
+		named = pipe.HGet(ctx, s.reservationKey(rec.IdempotencyKey), "execution_id")
+		remaining = pipe.PTTL(ctx, s.reservationKey(rec.IdempotencyKey))
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, goredis.Nil) {
+		return 0, err
+	}
+	if named == nil || named.Val() != rec.ID || remaining.Val() <= 0 {
+		return 0, nil
+	}
+	return millis(remaining.Val()), nil
+}
+
+// Append implements eventstore.Store. After a terminal event it takes the execution out
+// of the orphan index and, with WithWaitReplicas, waits for replicas.
+func (s *Store) Append(ctx context.Context, fence eventstore.Fence, ev protocol.Event) error {
 	if ev.ExecutionID == "" || ev.Type == "" {
 		return fmt.Errorf("append event: empty execution id or type: %w", eventstore.ErrInvalid)
 	}
@@ -273,13 +370,19 @@ func (s *Store) Append(ctx context.Context, ev protocol.Event) error {
 		// answer alike; then it refuses the event.
 		fold = []any{"", opInvalid}
 	}
-	args := make([]any, 0, 11+len(fold))
+	args := make([]any, 0, 12+len(fold))
 	args = append(args, strconv.FormatUint(ev.Sequence, 10), string(ev.Type), formatTime(ev.Timestamp),
 		terminal, s.retentionMS, s.orphanMS, s.wakeChannel(id), s.cancelChannel(id),
-		hasData, []byte(ev.Data), s.keyBase(id))
+		hasData, []byte(ev.Data), s.keyBase(id), formatFence(fence))
 	args = append(args, fold...)
 	keys := []string{s.metaKey(id), s.streamKey(id), s.keysKey(id)}
-	code, err := appendScript.Run(ctx, s.client, keys, args...).Int64()
+	var code int64
+	var err error
+	if ev.Type.Terminal() {
+		code, err = s.appendTerminal(ctx, keys, args)
+	} else {
+		code, err = appendScript.Run(ctx, s.client, keys, args...).Int64()
+	}
 	switch {
 	case err != nil:
 		return s.fail(err, "append to %s", id)
@@ -289,10 +392,66 @@ func (s *Store) Append(ctx context.Context, ev protocol.Event) error {
 		return fmt.Errorf("append to %s: %w", id, eventstore.ErrTerminated)
 	case code == -3:
 		return fmt.Errorf("append to %s: event %d (%s): %w: %w", id, ev.Sequence, ev.Type, eventstore.ErrInvalid, foldErr)
+	case code == -4:
+		return fmt.Errorf("append to %s: fence %d is not current: %w", id, fence, eventstore.ErrLeaseLost)
 	case code > 0:
 		return fmt.Errorf("append to %s: sequence %d, next is %d: %w", id, ev.Sequence, code, eventstore.ErrSequence)
 	}
+	if ev.Type.Terminal() {
+		s.unindex(ctx, id)
+	}
 	return nil
+}
+
+// appendTerminal runs appendScript for a terminal event and then, with
+// WithWaitReplicas, WAIT. WAIT counts the replicas that acknowledged the writes of its
+// own connection, so both run on one connection taken from the pool: the node's that
+// holds the execution's keys. The wait's outcome changes nothing in the answer (see
+// WithWaitReplicas).
+func (s *Store) appendTerminal(ctx context.Context, keys []string, args []any) (int64, error) {
+	if s.waitReplicas <= 0 {
+		return appendScript.Run(ctx, s.client, keys, args...).Int64()
+	}
+	conn, err := s.nodeConn(ctx, keys[0])
+	if err != nil {
+		return 0, err
+	}
+	if conn == nil {
+		return appendScript.Run(ctx, s.client, keys, args...).Int64()
+	}
+	defer conn.Close()
+	code, err := appendScript.Run(ctx, conn, keys, args...).Int64()
+	if err != nil || code != 0 {
+		return code, err
+	}
+	if acked, err := conn.Wait(ctx, s.waitReplicas, s.waitTimeout).Result(); err != nil || acked < int64(s.waitReplicas) {
+		s.underReplicated.Add(1)
+	}
+	return 0, nil
+}
+
+// nodeConn returns a connection of its own to the primary that holds key, or nil for a
+// kind of client that cannot give one. The caller closes it, which returns it to the
+// pool.
+func (s *Store) nodeConn(ctx context.Context, key string) (*goredis.Conn, error) {
+	switch c := s.client.(type) {
+	case *goredis.Client: // a single node, or a primary found by Sentinel
+		return c.Conn(), nil
+	case *goredis.ClusterClient:
+		node, err := c.MasterForKey(ctx, key)
+		if err != nil {
+			return nil, err
+		}
+		return node.Conn(), nil
+	}
+	return nil, nil
+}
+
+// UnderReplicated returns how many terminal events fewer replicas than WithWaitReplicas
+// asked for acknowledged in time (or whose WAIT failed) since the Store was made: each
+// is recorded, but a failover before it reaches a replica would lose it.
+func (s *Store) UnderReplicated() uint64 {
+	return s.underReplicated.Load()
 }
 
 // Get implements eventstore.Store.
@@ -301,7 +460,8 @@ func (s *Store) Get(ctx context.Context, id string) (eventstore.Status, error) {
 		return eventstore.Status{}, eventstore.ErrClosed
 	}
 	vals, err := s.client.HMGet(ctx, s.metaKey(id), "last_sequence", "created_at", "updated_at",
-		"terminal", "cancel_requested", "info", "state", "attempts", "route", "error").Result()
+		"terminal", "cancel_requested", "info", "state", "attempts", "route", "error",
+		"idempotency_key", "remote", "lease_owner", "lease_fence", "lease_expires").Result()
 	if err != nil {
 		return eventstore.Status{}, s.fail(err, "get execution %s", id)
 	}
@@ -317,6 +477,10 @@ func (s *Store) Get(ctx context.Context, id string) (eventstore.Status, error) {
 	}
 	if info, ok := vals[5].(string); ok {
 		st.Info = json.RawMessage(info)
+	}
+	st.IdempotencyKey, _ = vals[10].(string)
+	if remote, ok := vals[11].(string); ok {
+		st.Remote = json.RawMessage(remote)
 	}
 	if state, ok := vals[6].(string); ok {
 		st.State = protocol.Status(state)
@@ -334,6 +498,9 @@ func (s *Store) Get(ctx context.Context, id string) (eventstore.Status, error) {
 	}
 	if failure, ok := vals[9].(string); ok && err == nil {
 		err = json.Unmarshal([]byte(failure), &st.Error)
+	}
+	if err == nil {
+		st.Lease, err = decodeLease(vals[12:15])
 	}
 	if err != nil {
 		return eventstore.Status{}, fmt.Errorf("get execution %s: corrupt meta hash: %w", id, err)
@@ -586,13 +753,29 @@ func (s *Store) Reserve(ctx context.Context, key string, r eventstore.Reservatio
 	}
 	if n, ok := reply.(int64); ok && n == 1 {
 		r.Response = bytes.Clone(r.Response)
+		r.Created = false // only Create marks it
 		return r, true, nil
 	}
 	existing, mine, err := decodeReservation(reply)
 	if err != nil {
 		return eventstore.Reservation{}, false, fmt.Errorf("reserve %s: %w", key, err)
 	}
+	if existing.Created, err = s.reservationCreated(ctx, key, existing.ExecutionID); err != nil {
+		return eventstore.Reservation{}, false, s.fail(err, "reserve %s", key)
+	}
 	return existing, mine, nil
+}
+
+// reservationCreated reports whether execution id was created for the reservation
+// under key: its created key holds key (see Create). The reservation is never changed
+// once made and the created key is written once, so reading them one after the other
+// gives the answer of the later read.
+func (s *Store) reservationCreated(ctx context.Context, key, id string) (bool, error) {
+	created, err := s.client.Get(ctx, s.createdKey(id)).Result()
+	if errors.Is(err, goredis.Nil) {
+		return false, nil
+	}
+	return created == key, err
 }
 
 // Release implements eventstore.Store.
@@ -632,6 +815,11 @@ func (s *Store) fail(err error, format string, args ...any) error {
 
 func notFound(id string) error {
 	return fmt.Errorf("execution %s: %w", id, eventstore.ErrNotFound)
+}
+
+// formatFence formats a fence as the scripts compare it with lease_fence.
+func formatFence(f eventstore.Fence) string {
+	return strconv.FormatUint(uint64(f), 10)
 }
 
 // millis converts d to whole milliseconds for PEXPIRE, rounding up so that a positive

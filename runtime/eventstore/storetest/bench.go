@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -76,7 +77,7 @@ func BenchmarkAppend(b *testing.B, s eventstore.Store, expire func()) {
 			if id != "" {
 				b.StopTimer()
 				end := protocol.Event{ExecutionID: id, Sequence: perExecution + 1, Type: protocol.EventCompleted, Data: json.RawMessage(`{}`)}
-				if err := s.Append(ctx, end); err != nil {
+				if err := s.Append(ctx, eventstore.NoFence, end); err != nil {
 					b.Fatal(err)
 				}
 				if expire != nil {
@@ -85,12 +86,12 @@ func BenchmarkAppend(b *testing.B, s eventstore.Store, expire func()) {
 				b.StartTimer()
 			}
 			id = fmt.Sprintf("exe_bench_%d", i)
-			if err := s.Create(ctx, eventstore.Record{ID: id}); err != nil {
+			if _, err := s.Create(ctx, eventstore.Record{ID: id}, "", 0); err != nil {
 				b.Fatal(err)
 			}
 		}
 		ev.ExecutionID, ev.Sequence = id, seq
-		if err := s.Append(ctx, ev); err != nil {
+		if err := s.Append(ctx, eventstore.NoFence, ev); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -100,11 +101,11 @@ func BenchmarkAppend(b *testing.B, s eventstore.Store, expire func()) {
 func BenchmarkRead20(b *testing.B, s eventstore.Store) {
 	ctx := context.Background()
 	const id = "exe_bench_read"
-	if err := s.Create(ctx, eventstore.Record{ID: id}); err != nil {
+	if _, err := s.Create(ctx, eventstore.Record{ID: id}, "", 0); err != nil {
 		b.Fatal(err)
 	}
 	for _, ev := range CompletedExecution(id) {
-		if err := s.Append(ctx, ev); err != nil {
+		if err := s.Append(ctx, eventstore.NoFence, ev); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -134,11 +135,11 @@ func BenchmarkStatusAndResult(b *testing.B, s eventstore.Store) {
 	ids := map[int]string{}
 	for _, n := range []int{small, large} {
 		ids[n] = fmt.Sprintf("exe_bench_reads_%d", n)
-		if err := s.Create(ctx, eventstore.Record{ID: ids[n]}); err != nil {
+		if _, err := s.Create(ctx, eventstore.Record{ID: ids[n]}, "", 0); err != nil {
 			b.Fatal(err)
 		}
 		for _, ev := range deltaExecution(ids[n], n, large-4) {
-			if err := s.Append(ctx, ev); err != nil {
+			if err := s.Append(ctx, eventstore.NoFence, ev); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -179,6 +180,120 @@ func BenchmarkStatusAndResult(b *testing.B, s eventstore.Store) {
 			}
 		}
 	})
+}
+
+// The lease of a running execution as the runtime holds it by default (spec/events.md,
+// "Ownership and orphans"): BenchmarkRenew prices renewals at this rate.
+const (
+	benchLease = 15 * time.Second
+	benchRenew = 5 * time.Second
+)
+
+// BenchmarkRenew measures one Renew of a running execution's lease. Besides ns/op it
+// reports ns/execution/s: the time spent renewing per running execution and second at
+// the default lease (15s, renewed every 5s), so that, say, 10,000 running executions
+// cost 10,000 times that every second.
+func BenchmarkRenew(b *testing.B, s eventstore.Store) {
+	ctx := context.Background()
+	const id = "exe_bench_renew"
+	lease, err := s.Create(ctx, eventstore.Record{ID: id}, "replica-bench", benchLease)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := s.Renew(ctx, id, lease.Fence, benchLease); err != nil {
+			b.Fatal(err)
+		}
+	}
+	nsPerRenew := float64(b.Elapsed().Nanoseconds()) / float64(b.N)
+	renewalsPerSecond := float64(time.Second) / float64(benchRenew)
+	b.ReportMetric(nsPerRenew*renewalsPerSecond, "ns/execution/s")
+}
+
+// BenchmarkOrphans measures Orphans (its default limit, 100) among 10,000 leased
+// running executions: none-expired with none of their leases expired, what a sweeper
+// finds almost always, and 100-expired with 100 more whose leases expired, what it finds
+// after a replica died. As the baseline, measured in the same run, it times both among
+// 100 running executions; the last sub-benchmark, ratio, reports how much longer each
+// takes among 10,000 (none-expired-x-10000/100, 100-expired-x-10000/100): about 1 for
+// an index that costs O(log n + limit).
+func BenchmarkOrphans(b *testing.B, s eventstore.Store) {
+	ctx := context.Background()
+	const small, large, expired = 100, 10_000, 100
+	nsPerList := map[string]float64{}
+	list := func(name string, want int) {
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				ids, err := s.Orphans(ctx, 0)
+				if err != nil || len(ids) != want {
+					b.Fatalf("Orphans: %d ids, %v; want %d", len(ids), err, want)
+				}
+			}
+			nsPerList[name] = float64(b.Elapsed().Nanoseconds()) / float64(b.N)
+		})
+	}
+	// orphans creates n executions whose leases expire at once.
+	orphans := func(batch string) []string {
+		ids := createLeasedRange(b, s, "expired_"+batch, 0, expired, time.Millisecond)
+		time.Sleep(20 * time.Millisecond) // the store's clock is real time here
+		return ids
+	}
+
+	createLeasedRange(b, s, "running", 0, small, time.Hour)
+	list(fmt.Sprintf("none-expired/%d", small), 0)
+	ended := orphans("small")
+	list(fmt.Sprintf("100-expired/%d", small), expired)
+	for _, id := range ended { // out of the index, for the large measurements
+		end := protocol.Event{ExecutionID: id, Sequence: 1, Type: protocol.EventCompleted, Data: json.RawMessage(`{}`)}
+		if err := s.Append(ctx, eventstore.FirstFence, end); err != nil {
+			b.Fatal(err)
+		}
+	}
+	createLeasedRange(b, s, "running", small, large, time.Hour)
+	list(fmt.Sprintf("none-expired/%d", large), 0)
+	orphans("large")
+	list(fmt.Sprintf("100-expired/%d", large), expired)
+
+	b.Run("ratio", func(b *testing.B) {
+		for b.Loop() {
+		}
+		for _, name := range []string{"none-expired", "100-expired"} {
+			if base := nsPerList[fmt.Sprintf("%s/%d", name, small)]; base > 0 {
+				b.ReportMetric(nsPerList[fmt.Sprintf("%s/%d", name, large)]/base, fmt.Sprintf("%s-x-%d/%d", name, large, small))
+			}
+		}
+	})
+}
+
+// createLeasedRange creates the executions exe_bench_<batch>_<from> up to (not
+// including) <to>, leased for ttl, a few at a time, and returns their ids.
+func createLeasedRange(b *testing.B, s eventstore.Store, batch string, from, to int, ttl time.Duration) []string {
+	b.Helper()
+	ids := make([]string, 0, to-from)
+	for i := from; i < to; i++ {
+		ids = append(ids, fmt.Sprintf("exe_bench_%s_%d", batch, i))
+	}
+	const workers = 16
+	var wg sync.WaitGroup
+	errs := make(chan error, workers)
+	for w := range workers {
+		wg.Go(func() {
+			for i := w; i < len(ids); i += workers {
+				if _, err := s.Create(context.Background(), eventstore.Record{ID: ids[i]}, "replica-bench", ttl); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		b.Fatal(err)
+	}
+	return ids
 }
 
 // deltaExecution returns the events of a completed execution of n events: accepted,

@@ -41,11 +41,11 @@ func testSnapshotFollowsEvents(t *testing.T, h Harness) {
 				if i%2 == 1 {
 					s, other = h.Peer, h.Store
 				}
-				if err := s.Append(t.Context(), ev); err != nil {
+				if err := s.Append(t.Context(), eventstore.NoFence, ev); err != nil {
 					t.Fatalf("Append %d %s %s: %v", ev.Sequence, ev.Type, ev.Data, err)
 				}
 				if i%4 == 3 {
-					if err := other.Append(t.Context(), ev); err != nil {
+					if err := other.Append(t.Context(), eventstore.NoFence, ev); err != nil {
 						t.Fatalf("repeated Append %d: %v", ev.Sequence, err)
 					}
 				}
@@ -268,13 +268,13 @@ func testSnapshotRejectsUndecodableData(t *testing.T, h Harness) {
 	for _, tc := range bad {
 		ev := withData(event(id, 3, tc.typ), tc.data)
 		for i, s := range []eventstore.Store{h.Store, h.Peer} {
-			if err := s.Append(ctx, ev); !errors.Is(err, eventstore.ErrInvalid) {
+			if err := s.Append(ctx, eventstore.NoFence, ev); !errors.Is(err, eventstore.ErrInvalid) {
 				t.Errorf("Append #%d of %s with data %q: got %v, want ErrInvalid", i+1, tc.typ, tc.data, err)
 			}
 		}
 		gap := ev
 		gap.Sequence = 5
-		if err := h.Store.Append(ctx, gap); !errors.Is(err, eventstore.ErrSequence) {
+		if err := h.Store.Append(ctx, eventstore.NoFence, gap); !errors.Is(err, eventstore.ErrSequence) {
 			t.Errorf("Append of %s with data %q out of sequence: got %v, want ErrSequence", tc.typ, tc.data, err)
 		}
 	}
@@ -295,7 +295,7 @@ func testSnapshotRejectsUndecodableData(t *testing.T, h Harness) {
 	end := withData(event(id, 7, protocol.EventCompleted), `{"finish_reason":"stop"}`)
 	appendAll(t, h.Store, []protocol.Event{end})
 	stored = append(stored, end)
-	if err := h.Peer.Append(ctx, withData(event(id, 8, protocol.EventCompleted), "nil")); !errors.Is(err, eventstore.ErrTerminated) {
+	if err := h.Peer.Append(ctx, eventstore.NoFence, withData(event(id, 8, protocol.EventCompleted), "nil")); !errors.Is(err, eventstore.ErrTerminated) {
 		t.Errorf("Append of an undecodable event after the terminal event: got %v, want ErrTerminated", err)
 	}
 	checkEvents(t, h.Peer, id, stored)

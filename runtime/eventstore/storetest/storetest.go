@@ -14,6 +14,7 @@
 //				Store:     s,
 //				Retention: memory.DefaultRetention,
 //				Advance:   func(d time.Duration) { clk.Advance(d); s.Sweep() },
+//				Now:       clk.Now,
 //			}
 //		})
 //	}
@@ -21,6 +22,12 @@
 // A store whose expiry runs on real time (Redis key TTLs) is created with a short
 // retention, say 500ms, and advances with time.Sleep; its Peer is a second client of
 // the same server.
+//
+// CheckHistories is the randomized complement of Run: concurrent writers that take
+// leases from each other and readers, on handles whose calls fail, and a check that
+// nothing acknowledged was lost, duplicated or reordered and that no stale writer's
+// event was stored. Implementations run it from their tests too, and BenchmarkRenew,
+// BenchmarkOrphans and the other benchmarks from their benchmarks.
 package storetest
 
 import (
@@ -34,9 +41,9 @@ import (
 // Harness is one store under test and the means to move its time.
 type Harness struct {
 	// Store is the store under test, a handle of this subtest's own: the suite may
-	// close it. The data behind it may be shared with other subtests, since the suite
-	// uses fresh random ids and keys. The factory closes it with t.Cleanup, so Close
-	// must be idempotent.
+	// close it. The data behind it must be this subtest's own too (a store, a Redis key
+	// prefix): the lease tests compare the whole list of orphans. The factory closes it
+	// with t.Cleanup, so Close must be idempotent.
 	Store eventstore.Store
 	// Peer is a second handle on the same data, as another replica would open it (for
 	// Redis, another client of the same server). The suite cancels and tails through
@@ -48,8 +55,13 @@ type Harness struct {
 	// Advance moves the store's time forward by d and performs whatever expiry is due
 	// by then: advance an injected clock and sweep, or sleep for a store on real time.
 	// The suite checks presence Retention/2 after an expiry was set and absence
-	// Retention later, so a real-time store has Retention/2 of slack either way.
+	// Retention later, so a real-time store has Retention/2 of slack either way. The
+	// lease tests advance by a few hundred milliseconds past a lease's expiry.
 	Advance func(d time.Duration)
+	// Now reads the store's clock, which leases expire on; nil means time.Now. The
+	// suite checks lease expiries against it, allowing for a store on another
+	// machine's clock.
+	Now func() time.Time
 }
 
 // Run runs the conformance suite against the stores newHarness returns. Each subtest
@@ -63,6 +75,9 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 			h := newHarness(t)
 			if h.Peer == nil {
 				h.Peer = h.Store
+			}
+			if h.Now == nil {
+				h.Now = time.Now
 			}
 			tc.run(t, h)
 		})

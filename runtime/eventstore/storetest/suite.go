@@ -61,13 +61,23 @@ var tests = []struct {
 	{"SnapshotFollowsEvents", testSnapshotFollowsEvents},
 	{"SnapshotRejectsUndecodableData", testSnapshotRejectsUndecodableData},
 	{"SnapshotCopies", testSnapshotCopies},
+	{"LeaseAcquisition", testLeaseAcquisition},
+	{"LeaseRenewal", testLeaseRenewal},
+	{"LeaseExpiry", testLeaseExpiry},
+	{"LeaseFencesStaleOwner", testLeaseFencing},
+	{"LeaseTakeover", testLeaseTakeover},
+	{"LeaseRelease", testLeaseRelease},
+	{"TerminalEndsLease", testTerminalEndsLease},
+	{"RacingAcquire", testRacingAcquire},
+	{"SetRemote", testSetRemote},
+	{"ReservationCreated", testReservationCreated},
 	{"Close", testClose},
 }
 
 func testCreateAndGet(t *testing.T, h Harness) {
 	ctx := t.Context()
 	rec := record(t)
-	if err := h.Store.Create(ctx, rec); err != nil {
+	if _, err := h.Store.Create(ctx, rec, "", 0); err != nil {
 		t.Fatalf("Create: %v", err)
 	}
 	want := eventstore.Status{Record: rec, UpdatedAt: rec.CreatedAt, State: protocol.StatusAccepted}
@@ -90,7 +100,7 @@ func testCreateAndGet(t *testing.T, h Harness) {
 
 	dup := rec
 	dup.Info = json.RawMessage(`{"other":true}`)
-	if err := h.Peer.Create(ctx, dup); !errors.Is(err, eventstore.ErrExists) {
+	if _, err := h.Peer.Create(ctx, dup, "", 0); !errors.Is(err, eventstore.ErrExists) {
 		t.Errorf("Create duplicate: got %v, want ErrExists", err)
 	}
 	got, err := h.Store.Get(ctx, rec.ID)
@@ -105,16 +115,41 @@ func testCreateAndGet(t *testing.T, h Harness) {
 func testInvalidArguments(t *testing.T, h Harness) {
 	ctx := t.Context()
 	s := h.Store
-	if err := s.Create(ctx, eventstore.Record{CreatedAt: base}); !errors.Is(err, eventstore.ErrInvalid) {
+	if _, err := s.Create(ctx, eventstore.Record{CreatedAt: base}, "", 0); !errors.Is(err, eventstore.ErrInvalid) {
 		t.Errorf("Create with empty id: got %v, want ErrInvalid", err)
 	}
+	rec := record(t)
+	for _, ttl := range []time.Duration{0, -time.Second} {
+		if _, err := s.Create(ctx, rec, "replica-a", ttl); !errors.Is(err, eventstore.ErrInvalid) {
+			t.Errorf("Create leased for %v: got %v, want ErrInvalid", ttl, err)
+		}
+	}
+	if _, err := s.Get(ctx, rec.ID); !errors.Is(err, eventstore.ErrNotFound) {
+		t.Errorf("Get after an invalid Create: got %v, want ErrNotFound", err)
+	}
 	id := create(t, s)
+	leases := map[string]error{}
+	_, leases["Acquire without owner"] = s.Acquire(ctx, id, "", longLease)
+	_, leases["Acquire for 0"] = s.Acquire(ctx, id, "replica-a", 0)
+	_, leases["Acquire for -1s"] = s.Acquire(ctx, id, "replica-a", -time.Second)
+	_, leases["Renew for 0"] = s.Renew(ctx, id, eventstore.FirstFence, 0)
+	// NoFence names no lease.
+	_, leases["Renew of NoFence"] = s.Renew(ctx, id, eventstore.NoFence, longLease)
+	leases["ReleaseLease of NoFence"] = s.ReleaseLease(ctx, id, eventstore.NoFence)
+	for name, err := range leases {
+		if !errors.Is(err, eventstore.ErrInvalid) {
+			t.Errorf("%s: got %v, want ErrInvalid", name, err)
+		}
+	}
+	if st := status(t, s, id); st.Lease != (eventstore.Lease{}) {
+		t.Errorf("invalid lease calls leased the execution: %+v", st.Lease)
+	}
 	noID := event(id, 1, protocol.EventAccepted)
 	noID.ExecutionID = ""
-	if err := s.Append(ctx, noID); !errors.Is(err, eventstore.ErrInvalid) {
+	if err := s.Append(ctx, eventstore.NoFence, noID); !errors.Is(err, eventstore.ErrInvalid) {
 		t.Errorf("Append with empty execution id: got %v, want ErrInvalid", err)
 	}
-	if err := s.Append(ctx, event(id, 1, "")); !errors.Is(err, eventstore.ErrInvalid) {
+	if err := s.Append(ctx, eventstore.NoFence, event(id, 1, "")); !errors.Is(err, eventstore.ErrInvalid) {
 		t.Errorf("Append with empty type: got %v, want ErrInvalid", err)
 	}
 	if st := status(t, s, id); st.LastSequence != 0 {
@@ -149,10 +184,14 @@ func checkGone(t *testing.T, s eventstore.Store, id string) {
 	_, checks["Get"] = s.Get(ctx, id)
 	_, checks["Read"] = s.Read(ctx, id, 0, 0)
 	_, checks["Snapshot"] = s.Snapshot(ctx, id)
-	checks["Append"] = s.Append(ctx, event(id, 1, protocol.EventAccepted))
+	checks["Append"] = s.Append(ctx, eventstore.NoFence, event(id, 1, protocol.EventAccepted))
 	checks["Wait"] = s.Wait(ctx, id, 0)
 	checks["RequestCancel"] = s.RequestCancel(ctx, id)
 	checks["WaitCancel"] = s.WaitCancel(ctx, id)
+	_, checks["Acquire"] = s.Acquire(ctx, id, "replica-a", longLease)
+	_, checks["Renew"] = s.Renew(ctx, id, eventstore.FirstFence, longLease)
+	checks["ReleaseLease"] = s.ReleaseLease(ctx, id, eventstore.FirstFence)
+	checks["SetRemote"] = s.SetRemote(ctx, id, eventstore.NoFence, json.RawMessage(`{}`))
 	for name, err := range checks {
 		if !errors.Is(err, eventstore.ErrNotFound) {
 			t.Errorf("%s(%s): got %v, want ErrNotFound", name, id, err)
@@ -170,7 +209,7 @@ func testAppendInOrder(t *testing.T, h Harness) {
 		if i%2 == 1 {
 			s = h.Peer
 		}
-		if err := s.Append(ctx, ev); err != nil {
+		if err := s.Append(ctx, eventstore.NoFence, ev); err != nil {
 			t.Fatalf("Append %d: %v", ev.Sequence, err)
 		}
 	}
@@ -186,7 +225,7 @@ func testAppendRejectsOutOfOrder(t *testing.T, h Harness) {
 	ctx := t.Context()
 	fresh := create(t, h.Store)
 	for _, seq := range []uint64{0, 2, 7} {
-		if err := h.Store.Append(ctx, event(fresh, seq, protocol.EventAccepted)); !errors.Is(err, eventstore.ErrSequence) {
+		if err := h.Store.Append(ctx, eventstore.NoFence, event(fresh, seq, protocol.EventAccepted)); !errors.Is(err, eventstore.ErrSequence) {
 			t.Errorf("first Append with sequence %d: got %v, want ErrSequence", seq, err)
 		}
 	}
@@ -209,12 +248,12 @@ func testAppendRejectsOutOfOrder(t *testing.T, h Harness) {
 		// duplicate (see testRepeatedCalls).
 		ev := event(id, tc.seq, protocol.EventOutputDelta)
 		ev.Data = json.RawMessage(`{"other":true}`)
-		if err := h.Peer.Append(ctx, ev); !errors.Is(err, eventstore.ErrSequence) {
+		if err := h.Peer.Append(ctx, eventstore.NoFence, ev); !errors.Is(err, eventstore.ErrSequence) {
 			t.Errorf("%s: Append sequence %d: got %v, want ErrSequence", tc.name, tc.seq, err)
 		}
 		// A rejected terminal event must not end the execution either.
 		ev.Type = protocol.EventCompleted
-		if err := h.Peer.Append(ctx, ev); !errors.Is(err, eventstore.ErrSequence) {
+		if err := h.Peer.Append(ctx, eventstore.NoFence, ev); !errors.Is(err, eventstore.ErrSequence) {
 			t.Errorf("%s: Append terminal sequence %d: got %v, want ErrSequence", tc.name, tc.seq, err)
 		}
 	}
@@ -224,7 +263,7 @@ func testAppendRejectsOutOfOrder(t *testing.T, h Harness) {
 	}
 	// The next sequence is still accepted: rejections left no hole or reservation.
 	next := event(id, 4, protocol.EventOutputDelta)
-	if err := h.Store.Append(ctx, next); err != nil {
+	if err := h.Store.Append(ctx, eventstore.NoFence, next); err != nil {
 		t.Fatalf("Append 4 after rejections: %v", err)
 	}
 	checkEvents(t, h.Store, id, append(stored, next))
@@ -238,7 +277,7 @@ func testRepeatedCalls(t *testing.T, h Harness) {
 	ctx := t.Context()
 	rec := record(t)
 	for i, s := range []eventstore.Store{h.Store, h.Peer, h.Store} {
-		if err := s.Create(ctx, rec); err != nil {
+		if _, err := s.Create(ctx, rec, "", 0); err != nil {
 			t.Fatalf("Create #%d of the same record: %v", i+1, err)
 		}
 	}
@@ -247,7 +286,7 @@ func testRepeatedCalls(t *testing.T, h Harness) {
 	later := rec
 	later.CreatedAt = rec.CreatedAt.Add(time.Nanosecond)
 	for name, other := range map[string]eventstore.Record{"without info": noInfo, "created later": later} {
-		if err := h.Peer.Create(ctx, other); !errors.Is(err, eventstore.ErrExists) {
+		if _, err := h.Peer.Create(ctx, other, "", 0); !errors.Is(err, eventstore.ErrExists) {
 			t.Errorf("Create of another record (%s) with the same id: got %v, want ErrExists", name, err)
 		}
 	}
@@ -263,7 +302,7 @@ func testRepeatedCalls(t *testing.T, h Harness) {
 	evs[1] = noData // a repeat must tell a missing payload from another one
 	for _, ev := range evs {
 		for i, s := range []eventstore.Store{h.Store, h.Peer} {
-			if err := s.Append(ctx, ev); err != nil {
+			if err := s.Append(ctx, eventstore.NoFence, ev); err != nil {
 				t.Fatalf("Append #%d of event %d: %v", i+1, ev.Sequence, err)
 			}
 		}
@@ -278,13 +317,13 @@ func testRepeatedCalls(t *testing.T, h Harness) {
 		typ.Type = protocol.EventUsageReported
 		empty.Data = json.RawMessage{}
 		for name, other := range map[string]protocol.Event{"data": data, "timestamp": ts, "type": typ, "empty data": empty} {
-			if err := h.Peer.Append(ctx, other); !errors.Is(err, eventstore.ErrSequence) {
+			if err := h.Peer.Append(ctx, eventstore.NoFence, other); !errors.Is(err, eventstore.ErrSequence) {
 				t.Errorf("Append %d with another %s: got %v, want ErrSequence", ev.Sequence, name, err)
 			}
 		}
 		if ev.Sequence > 1 {
 			// Repeating an earlier event is no repeat of the last append.
-			if err := h.Peer.Append(ctx, evs[0]); !errors.Is(err, eventstore.ErrSequence) {
+			if err := h.Peer.Append(ctx, eventstore.NoFence, evs[0]); !errors.Is(err, eventstore.ErrSequence) {
 				t.Errorf("Append 1 again after %d: got %v, want ErrSequence", ev.Sequence, err)
 			}
 		}
@@ -298,10 +337,10 @@ func testRepeatedCalls(t *testing.T, h Harness) {
 	// After the terminal event, only its own repeat succeeds.
 	failed := evs[3]
 	failed.Type = protocol.EventFailed
-	if err := h.Peer.Append(ctx, failed); !errors.Is(err, eventstore.ErrTerminated) {
+	if err := h.Peer.Append(ctx, eventstore.NoFence, failed); !errors.Is(err, eventstore.ErrTerminated) {
 		t.Errorf("Append of another terminal event 4: got %v, want ErrTerminated", err)
 	}
-	if err := h.Peer.Append(ctx, evs[2]); !errors.Is(err, eventstore.ErrTerminated) {
+	if err := h.Peer.Append(ctx, eventstore.NoFence, evs[2]); !errors.Is(err, eventstore.ErrTerminated) {
 		t.Errorf("Append 3 again after the terminal event: got %v, want ErrTerminated", err)
 	}
 	checkEvents(t, h.Store, id, evs)
@@ -348,7 +387,7 @@ func testNothingAfterTerminal(t *testing.T, h Harness) {
 				other(protocol.EventFailed),
 				other(protocol.EventCompleted),
 			} {
-				if err := h.Peer.Append(ctx, ev); !errors.Is(err, eventstore.ErrTerminated) {
+				if err := h.Peer.Append(ctx, eventstore.NoFence, ev); !errors.Is(err, eventstore.ErrTerminated) {
 					t.Errorf("Append %d %s after terminal: got %v, want ErrTerminated", ev.Sequence, ev.Type, err)
 				}
 			}
@@ -717,7 +756,7 @@ func testConcurrentTail(t *testing.T, h Harness) {
 	// end in Wait rather than finding everything already stored.
 	started.Wait()
 	for _, ev := range events(id, tailEvents, true) {
-		if err := h.Store.Append(ctx, ev); err != nil {
+		if err := h.Store.Append(ctx, eventstore.NoFence, ev); err != nil {
 			t.Errorf("Append %d: %v", ev.Sequence, err)
 			break
 		}
@@ -732,7 +771,7 @@ func testCopies(t *testing.T, h Harness) {
 	ctx := t.Context()
 	rec := record(t)
 	wantInfo := string(rec.Info)
-	if err := h.Store.Create(ctx, rec); err != nil {
+	if _, err := h.Store.Create(ctx, rec, "", 0); err != nil {
 		t.Fatalf("Create: %v", err)
 	}
 	rec.Info[0] = 'X'
@@ -748,7 +787,7 @@ func testCopies(t *testing.T, h Harness) {
 	id := rec.ID
 	want := events(id, 3, false)
 	for _, ev := range events(id, 3, false) {
-		if err := h.Store.Append(ctx, ev); err != nil {
+		if err := h.Store.Append(ctx, eventstore.NoFence, ev); err != nil {
 			t.Fatalf("Append: %v", err)
 		}
 		ev.Data[0] = 'X'
@@ -808,8 +847,20 @@ func testClose(t *testing.T, h Harness) {
 	if _, err := h.Store.Snapshot(ctx, id); !errors.Is(err, eventstore.ErrClosed) {
 		t.Errorf("Snapshot after Close: got %v, want ErrClosed", err)
 	}
-	if err := h.Store.Append(ctx, event(id, 2, protocol.EventCompleted)); !errors.Is(err, eventstore.ErrClosed) {
+	if err := h.Store.Append(ctx, eventstore.NoFence, event(id, 2, protocol.EventCompleted)); !errors.Is(err, eventstore.ErrClosed) {
 		t.Errorf("Append after Close: got %v, want ErrClosed", err)
+	}
+	leases := map[string]error{}
+	_, leases["Create"] = h.Store.Create(ctx, record(t), "replica-a", longLease)
+	_, leases["Acquire"] = h.Store.Acquire(ctx, id, "replica-a", longLease)
+	_, leases["Renew"] = h.Store.Renew(ctx, id, eventstore.FirstFence, longLease)
+	leases["ReleaseLease"] = h.Store.ReleaseLease(ctx, id, eventstore.FirstFence)
+	leases["SetRemote"] = h.Store.SetRemote(ctx, id, eventstore.NoFence, nil)
+	_, leases["Orphans"] = h.Store.Orphans(ctx, 0)
+	for name, err := range leases {
+		if !errors.Is(err, eventstore.ErrClosed) {
+			t.Errorf("%s after Close: got %v, want ErrClosed", name, err)
+		}
 	}
 	if err := h.Store.Close(); err != nil {
 		t.Errorf("second Close: %v", err)
@@ -842,7 +893,7 @@ func record(t *testing.T) eventstore.Record {
 func create(t *testing.T, s eventstore.Store) string {
 	t.Helper()
 	rec := record(t)
-	if err := s.Create(t.Context(), rec); err != nil {
+	if _, err := s.Create(t.Context(), rec, "", 0); err != nil {
 		t.Fatalf("Create: %v", err)
 	}
 	return rec.ID
@@ -900,11 +951,18 @@ func events(id string, to uint64, terminal bool) []protocol.Event {
 	return evs
 }
 
+// appendAll appends evs to an unleased execution.
 func appendAll(t *testing.T, s eventstore.Store, evs []protocol.Event) {
 	t.Helper()
+	appendWith(t, s, eventstore.NoFence, evs)
+}
+
+// appendWith appends evs with fence.
+func appendWith(t *testing.T, s eventstore.Store, fence eventstore.Fence, evs []protocol.Event) {
+	t.Helper()
 	for _, ev := range evs {
-		if err := s.Append(t.Context(), ev); err != nil {
-			t.Fatalf("Append %d: %v", ev.Sequence, err)
+		if err := s.Append(t.Context(), fence, ev); err != nil {
+			t.Fatalf("Append %d with fence %d: %v", ev.Sequence, fence, err)
 		}
 	}
 }

@@ -22,6 +22,12 @@ type checkingEmitter struct {
 	snap  protocol.Snapshot
 }
 
+// RemoteJob fails the test: a streaming adapter has no remote job to record.
+func (e *checkingEmitter) RemoteJob(json.RawMessage) error {
+	e.t.Fatal("a streaming adapter recorded a remote job")
+	return nil
+}
+
 func (e *checkingEmitter) Emit(typ protocol.EventType, data any) error {
 	b, err := json.Marshal(data)
 	if err != nil {

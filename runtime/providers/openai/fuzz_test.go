@@ -26,6 +26,12 @@ type fuzzEmitter struct {
 	started map[string]bool
 }
 
+// RemoteJob fails the test: a streaming adapter has no remote job to record.
+func (e *fuzzEmitter) RemoteJob(json.RawMessage) error {
+	e.t.Fatal("a streaming adapter recorded a remote job")
+	return nil
+}
+
 func (e *fuzzEmitter) Emit(typ protocol.EventType, data any) error {
 	switch d := data.(type) {
 	case protocol.OutputDeltaData:
