@@ -64,6 +64,7 @@ func anthropicText(content json.RawMessage) string {
 
 // anthropicMessages serves POST /anthropic/v1/messages.
 func (s *server) anthropicMessages(w http.ResponseWriter, r *http.Request) {
+	s.stats.anthropicRequests.Add(1)
 	if !s.authorized(r, "X-Api-Key") {
 		anthropicError(w, http.StatusUnauthorized, "")
 		return

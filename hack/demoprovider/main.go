@@ -8,6 +8,8 @@
 //
 // Once it accepts connections it prints exactly one line to stdout,
 // "demoprovider listening on http://ADDR", and it stops cleanly on SIGINT or SIGTERM.
+// GET /stats answers counters of what it served (predictions created and canceled, chat
+// requests), for end-to-end tests.
 package main
 
 import (

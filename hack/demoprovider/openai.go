@@ -127,6 +127,7 @@ type openAICompletion struct {
 
 // openAIChat serves POST /openai/v1/chat/completions.
 func (s *server) openAIChat(w http.ResponseWriter, r *http.Request) {
+	s.stats.openAIRequests.Add(1)
 	if !s.authorized(r, "Authorization", "Bearer ") {
 		openAIError(w, http.StatusUnauthorized, "")
 		return

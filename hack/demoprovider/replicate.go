@@ -189,19 +189,21 @@ func (st *predictionStore) get(id string, now time.Time) (prediction, bool) {
 }
 
 // cancel marks the live prediction id canceled at now unless it already ended, and
-// returns a copy of it. Canceling a finished prediction changes nothing, as on Replicate.
-func (st *predictionStore) cancel(id string, now time.Time) (prediction, bool) {
+// returns a copy of it; canceled reports whether this call canceled it. Canceling a
+// finished prediction changes nothing, as on Replicate.
+func (st *predictionStore) cancel(id string, now time.Time) (p prediction, canceled, ok bool) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	p, ok := st.byID[id]
+	p, ok = st.byID[id]
 	if !ok || st.expired(p, now) {
-		return prediction{}, false
+		return prediction{}, false, false
 	}
 	if !p.stateAt(now).terminal() {
 		p.canceled = now
 		st.byID[id] = p
+		canceled = true
 	}
-	return p, true
+	return p, canceled, true
 }
 
 // len returns the number of stored entries, expired or not (for tests).
@@ -269,6 +271,7 @@ func (s *server) replicateCreate(w http.ResponseWriter, r *http.Request) {
 		p.duration *= 5
 	}
 	s.predictions.add(p, p.created)
+	s.stats.predictionsCreated.Add(1)
 
 	if wait, ok := preferWait(r.Header); ok {
 		target := p.created.Add(wait)
@@ -315,6 +318,7 @@ func isJSONObject(raw json.RawMessage) bool {
 
 // replicateGet serves GET /replicate/v1/predictions/{id}.
 func (s *server) replicateGet(w http.ResponseWriter, r *http.Request) {
+	s.stats.replicatePolls.Add(1)
 	if !s.replicateAuthorized(w, r) {
 		return
 	}
@@ -329,11 +333,15 @@ func (s *server) replicateGet(w http.ResponseWriter, r *http.Request) {
 
 // replicateCancel serves POST /replicate/v1/predictions/{id}/cancel.
 func (s *server) replicateCancel(w http.ResponseWriter, r *http.Request) {
+	s.stats.replicateCancelRequests.Add(1)
 	if !s.replicateAuthorized(w, r) {
 		return
 	}
 	now := s.cfg.Now()
-	p, ok := s.predictions.cancel(r.PathValue("id"), now)
+	p, canceled, ok := s.predictions.cancel(r.PathValue("id"), now)
+	if canceled {
+		s.stats.predictionsCanceled.Add(1)
+	}
 	if !ok {
 		replicateError(w, http.StatusNotFound, "")
 		return

@@ -261,7 +261,7 @@ func TestReplicateExpiry(t *testing.T) {
 	if _, ok := st.get("old", clock.Now()); ok {
 		t.Fatal("expired prediction still visible")
 	}
-	if _, ok := st.cancel("old", clock.Now()); ok {
+	if _, _, ok := st.cancel("old", clock.Now()); ok {
 		t.Fatal("expired prediction can still be canceled")
 	}
 	st.add(prediction{id: "new", created: clock.Now(), duration: time.Second}, clock.Now())

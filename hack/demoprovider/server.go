@@ -73,12 +73,14 @@ func (c config) withDefaults() config {
 	return c
 }
 
-// server holds the fake providers' state: a counter for deterministic ids and the
-// Replicate predictions. Everything else is derived from each request.
+// server holds the fake providers' state: a counter for deterministic ids, the
+// Replicate predictions and the counters of GET /stats. Everything else is derived from
+// each request.
 type server struct {
 	cfg         config
 	seq         atomic.Uint64
 	predictions *predictionStore
+	stats       stats
 }
 
 // newServer returns the demo provider's handler. It is safe for concurrent use.
@@ -90,6 +92,7 @@ func newServer(cfg config) http.Handler {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		_, _ = io.WriteString(w, "ok\n")
 	})
+	mux.HandleFunc("GET /stats", s.serveStats)
 	mux.HandleFunc("POST /openai/v1/chat/completions", s.openAIChat)
 	mux.HandleFunc("POST /anthropic/v1/messages", s.anthropicMessages)
 	mux.HandleFunc("POST /replicate/v1/models/{owner}/{name}/predictions", s.replicateCreate)

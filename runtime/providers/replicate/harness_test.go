@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -69,6 +70,8 @@ type fakeReplicate struct {
 	createDelay time.Duration
 	// foreign fills {{foreign}} in testdata: another origin's base URL.
 	foreign string
+	// finished, once set, answers every later poll: the prediction ended meanwhile.
+	finished atomic.Pointer[reply]
 
 	mu        sync.Mutex
 	requests  []seen
@@ -153,11 +156,15 @@ func (f *fakeReplicate) handlePoll(w http.ResponseWriter, r *http.Request) {
 	i := min(f.pollCount, len(f.polls)-1)
 	f.pollCount++
 	f.mu.Unlock()
-	if i < 0 {
+	switch rep := f.finished.Load(); {
+	case rep != nil:
+		f.write(w, *rep)
+	case i < 0:
 		http.NotFound(w, r)
 		return
+	default:
+		f.write(w, f.polls[i])
 	}
-	f.write(w, f.polls[i])
 	select {
 	case f.polled <- struct{}{}:
 	default:
@@ -267,16 +274,48 @@ func fast(f *fakeReplicate) []Option {
 	return []Option{WithHTTPClient(f.srv.Client()), WithPollBackoff(5*time.Millisecond, 20*time.Millisecond)}
 }
 
-// outcome is what one Execute call produced.
+// outcome is what one Execute or Resume call produced.
 type outcome struct {
 	out    engine.Outcome
 	err    error
 	events []enginetest.Emitted // never nil, so that no events read as [] in JSON
-	logs   string
+	// handles are the remote-job handles recorded.
+	handles []json.RawMessage
+	// order lists what was recorded, in order: event types, and "remote job" for a
+	// handle.
+	order []string
+	logs  string
 }
 
 // attempt executes req on d with ctx (which carries the log sink) and the given grace.
 func attempt(ctx context.Context, t *testing.T, d *routing.Deployment, req *protocol.Request, grace time.Duration, opts ...Option) outcome {
+	t.Helper()
+	return perform(ctx, t, d, grace, execute(req), false, opts...)
+}
+
+// call runs one attempt of an adapter: Execute or Resume.
+type call func(ctx context.Context, ad engine.Adapter, at engine.Attempt, emit engine.Emitter) (engine.Outcome, error)
+
+// execute is the call of Execute with req.
+func execute(req *protocol.Request) call {
+	return func(ctx context.Context, ad engine.Adapter, at engine.Attempt, emit engine.Emitter) (engine.Outcome, error) {
+		at.Request = req
+		return ad.Execute(ctx, at, emit)
+	}
+}
+
+// resume is the call of Resume with handle; the attempt carries no request, as when the
+// engine resumes one.
+func resume(handle string) call {
+	return func(ctx context.Context, ad engine.Adapter, at engine.Attempt, emit engine.Emitter) (engine.Outcome, error) {
+		return ad.(engine.Resumer).Resume(ctx, at, json.RawMessage(handle), emit)
+	}
+}
+
+// perform runs c on an adapter built for d with ctx (which carries the log sink) and the
+// given grace. The recorder refuses everything once ctx has ended, as the engine does,
+// unless late is set: then it takes what comes after.
+func perform(ctx context.Context, t *testing.T, d *routing.Deployment, grace time.Duration, c call, late bool, opts ...Option) outcome {
 	t.Helper()
 	ad, err := New(d, opts...)
 	if err != nil {
@@ -284,13 +323,57 @@ func attempt(ctx context.Context, t *testing.T, d *routing.Deployment, req *prot
 	}
 	logs := &enginetest.LogSink{}
 	ctx = logr.NewContext(ctx, logs.Logger())
-	// The engine refuses emits once the attempt's context has ended, and this adapter
-	// emits only progress, results and usage.
-	rec := &enginetest.Recorder{Context: ctx, Types: []protocol.EventType{
-		protocol.EventProgress, protocol.EventOutputResult, protocol.EventUsageReported}}
-	at := engine.Attempt{ExecutionID: "exe_test", Number: 1, Request: req, Deployment: d, CleanupGrace: grace}
-	out, err := ad.Execute(ctx, at, rec)
-	return outcome{out: out, err: err, events: append([]enginetest.Emitted{}, rec.Recorded()...), logs: logs.Text()}
+	recCtx := ctx
+	if late {
+		recCtx = nil
+	}
+	// This adapter emits only progress, results and usage.
+	rec := &tracer{Recorder: &enginetest.Recorder{Context: recCtx, Types: []protocol.EventType{
+		protocol.EventProgress, protocol.EventOutputResult, protocol.EventUsageReported}}}
+	at := engine.Attempt{ExecutionID: "exe_test", Number: 1, Deployment: d, CleanupGrace: grace}
+	out, err := c(ctx, ad, at, rec)
+	return outcome{
+		out: out, err: err,
+		events:  append([]enginetest.Emitted{}, rec.Recorded()...),
+		handles: rec.Handles(),
+		order:   rec.recorded(),
+		logs:    logs.Text(),
+	}
+}
+
+// tracer is a Recorder that also remembers the order of events and handles.
+type tracer struct {
+	*enginetest.Recorder
+	mu    sync.Mutex
+	order []string
+}
+
+func (tr *tracer) Emit(typ protocol.EventType, data any) error {
+	err := tr.Recorder.Emit(typ, data)
+	if err == nil {
+		tr.note(string(typ))
+	}
+	return err
+}
+
+func (tr *tracer) RemoteJob(handle json.RawMessage) error {
+	err := tr.Recorder.RemoteJob(handle)
+	if err == nil {
+		tr.note("remote job")
+	}
+	return err
+}
+
+func (tr *tracer) note(s string) {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	tr.order = append(tr.order, s)
+}
+
+func (tr *tracer) recorded() []string {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	return slices.Clone(tr.order)
 }
 
 // envelopes wraps the recorded emits as the engine would: accepted and route.selected
@@ -360,13 +443,18 @@ func assertAuth(t *testing.T, reqs []seen) {
 	}
 }
 
-// assertNoCanary checks that the credential is in none of the outcome's events, error or
-// logs.
+// assertNoCanary checks that the credential is in none of the outcome's events, handles,
+// error or logs.
 func assertNoCanary(t *testing.T, o outcome) {
 	t.Helper()
 	b, _ := json.Marshal(o.events)
 	if strings.Contains(string(b), canary) {
 		t.Errorf("credential in events: %s", b)
+	}
+	for _, h := range o.handles {
+		if strings.Contains(string(h), canary) {
+			t.Errorf("credential in a remote-job handle: %s", h)
+		}
 	}
 	if o.err != nil {
 		eb, _ := json.Marshal(protocol.AsError(o.err))

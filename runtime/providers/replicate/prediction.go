@@ -47,14 +47,18 @@ type prediction struct {
 	Output json.RawMessage `json:"output"`
 	Logs   string          `json:"logs"`
 	// CompletedAt is kept as text: a malformed time only loses the artifacts' expiry.
-	CompletedAt string `json:"completed_at"`
-	URLs        struct {
-		Get    string `json:"get"`
-		Cancel string `json:"cancel"`
-	} `json:"urls"`
-	Metrics struct {
+	CompletedAt string         `json:"completed_at"`
+	URLs        predictionURLs `json:"urls"`
+	Metrics     struct {
 		PredictTime *float64 `json:"predict_time"`
 	} `json:"metrics"`
+}
+
+// predictionURLs are the absolute URLs Replicate names for a prediction: polling it and
+// cancelling it. They are used only on the endpoint's origin (adapter.sameOrigin).
+type predictionURLs struct {
+	Get    string `json:"get"`
+	Cancel string `json:"cancel,omitempty"`
 }
 
 // completedAt returns completed_at when it is a valid time.

@@ -3,7 +3,14 @@
 // terminal status, reports its queue and run stages as execution.progress, and ends with
 // one output.result holding the model's output as Replicate gave it plus every file URL
 // in it as an artifact. When the attempt's context ends first, the prediction is
-// cancelled remotely within Attempt.CleanupGrace.
+// cancelled remotely within Attempt.CleanupGrace — unless this replica is letting the
+// execution go (engine.Detached): then the prediction is left running for the replica
+// that takes the execution over.
+//
+// The adapter is an engine.Resumer: as soon as a prediction is created its handle (id,
+// urls.get, urls.cancel) is recorded with Emitter.RemoteJob, and Resume follows the
+// prediction from that handle on another replica (spec/events.md, "Ownership and
+// orphans").
 //
 // The credential is sent only in the Authorization header, and only to the configured
 // endpoint's origin: the absolute URLs a prediction names (urls.get, urls.cancel) are
@@ -14,6 +21,7 @@ package replicate
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"net/url"
@@ -44,7 +52,10 @@ const (
 // installs it.
 func Factory(d *routing.Deployment) (engine.Adapter, error) { return New(d) }
 
-var _ engine.Factory = Factory
+var (
+	_ engine.Factory = Factory
+	_ engine.Resumer = (*adapter)(nil) // what Factory and Register's New build
+)
 
 // Register adds the adapter for Provider, built with opts, to m
 // (engine.Config.Providers), with CanEncode as its routing-time check.
@@ -184,6 +195,27 @@ func (a *adapter) Execute(ctx context.Context, at engine.Attempt, emit engine.Em
 	}
 	r := newRun(ctx, a, at, emit)
 	return r.execute(ctx, target, body)
+}
+
+// Resume implements engine.Resumer: it follows the prediction named by handle (recorded
+// by an Execute, possibly on another replica) exactly as Execute follows one it created.
+// The first poll is made at once, and progress is emitted only from what it answers.
+// When ctx has already ended the prediction is cancelled (see run.abandon). A handle
+// this adapter did not record is refused with an internal error, nothing sent.
+func (a *adapter) Resume(ctx context.Context, at engine.Attempt, handle json.RawMessage, emit engine.Emitter) (engine.Outcome, error) {
+	r := newRun(ctx, a, at, emit)
+	p, ok := a.parseHandle(handle)
+	if !ok {
+		r.log.Info("Cannot resume Replicate prediction: its recorded handle is malformed")
+		return engine.Outcome{}, badHandle()
+	}
+	// The handle is recorded already: it is what this attempt resumes from.
+	r.recorded = true
+	if ctx.Err() != nil {
+		return r.abandon(ctx, p, ended(ctx))
+	}
+	r.log.V(1).Info("Resuming Replicate prediction", "prediction", p.ID)
+	return r.follow(ctx, p, 0)
 }
 
 // rejected is the error for a deployment this adapter cannot use.

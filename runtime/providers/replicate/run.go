@@ -29,6 +29,9 @@ type run struct {
 	grace time.Duration
 	// last is the progress last emitted; progress is emitted only when it changes.
 	last *protocol.ProgressData
+	// recorded is set once the prediction's handle is recorded (Emitter.RemoteJob), so
+	// that a replica taking the execution over can adopt it.
+	recorded bool
 }
 
 func newRun(ctx context.Context, a *adapter, at engine.Attempt, emit engine.Emitter) *run {
@@ -77,7 +80,14 @@ func (r *run) execute(ctx context.Context, target string, body []byte) (engine.O
 		}
 		r.log.V(1).Info("Created Replicate prediction after the attempt ended", "prediction", r.a.safeID(p.ID), "status", p.Status)
 		if !p.Status.terminal() {
-			r.cancel(cctx, &p)
+			if engine.Detached(ctx) {
+				// The replica taking over can adopt the prediction only if its handle
+				// is recorded; the engine may refuse it now that the attempt is over.
+				r.record(&p)
+			}
+			if !r.handOver(ctx, &p) {
+				r.cancel(cctx, &p)
+			}
 		}
 		return engine.Outcome{}, ended(ctx)
 	}
@@ -86,13 +96,32 @@ func (r *run) execute(ctx context.Context, target string, body []byte) (engine.O
 		return engine.Outcome{}, perr
 	}
 	r.log.V(1).Info("Created Replicate prediction", "prediction", r.a.safeID(p.ID), "status", p.Status)
-	return r.follow(ctx, &p)
+	r.record(&p)
+	return r.follow(ctx, &p, r.a.pollInit)
 }
 
-// follow polls p's urls.get with a growing wait until p is terminal, emitting progress
-// as it changes. Any exit before a terminal status cancels the prediction remotely.
-func (r *run) follow(ctx context.Context, p *prediction) (engine.Outcome, error) {
-	wait := r.a.pollInit
+// record records p's handle with Emitter.RemoteJob, so that a replica taking the
+// execution over can resume it. A failure is only logged: the attempt goes on, and
+// only an adoption is lost.
+func (r *run) record(p *prediction) {
+	id := r.a.safeID(p.ID)
+	h, ok := r.a.handle(p)
+	if !ok {
+		r.log.Info("Cannot record Replicate prediction for adoption: its id or URLs are unusable", "prediction", id)
+		return
+	}
+	if err := r.emit.RemoteJob(h); err != nil {
+		r.log.Info("Cannot record Replicate prediction for adoption", "prediction", id, "error", err.Error())
+		return
+	}
+	r.recorded = true
+}
+
+// follow polls p's urls.get, first after wait, then with a growing wait, until p is
+// terminal, emitting progress as it changes. A prediction rebuilt from a handle (Resume)
+// has no status until the first poll answers, so nothing is emitted for it before.
+// Any exit before a terminal status cancels the prediction remotely (see abandon).
+func (r *run) follow(ctx context.Context, p *prediction, wait time.Duration) (engine.Outcome, error) {
 	var hint time.Duration // the provider's retry-after, a lower bound for the next wait
 	failures := 0
 	for {
@@ -110,7 +139,7 @@ func (r *run) follow(ctx context.Context, p *prediction) (engine.Outcome, error)
 		if !sleep(ctx, max(wait, hint)) {
 			return r.abandon(ctx, p, ended(ctx))
 		}
-		wait = min(time.Duration(float64(wait)*pollGrowth), r.a.pollMax)
+		wait = min(max(time.Duration(float64(wait)*pollGrowth), r.a.pollInit), r.a.pollMax)
 
 		var next prediction
 		header, perr := r.a.send(ctx, http.MethodGet, get, nil, &next)
@@ -189,12 +218,34 @@ func (r *run) usage(p *prediction) error {
 
 // abandon cancels the unfinished prediction p remotely and returns err. The cancel runs
 // on a context detached from ctx (which may have ended) and bounded by the cleanup grace,
-// the longest the engine waits for the adapter.
+// the longest the engine waits for the adapter. A prediction handed over (see handOver)
+// is left running.
 func (r *run) abandon(ctx context.Context, p *prediction, err error) (engine.Outcome, error) {
+	if r.handOver(ctx, p) {
+		return engine.Outcome{}, err
+	}
 	cctx, stop := context.WithTimeout(context.WithoutCancel(ctx), r.grace)
 	defer stop()
 	r.cancel(cctx, p)
 	return engine.Outcome{}, err
+}
+
+// handOver reports whether p is to be left running for the replica that takes the
+// execution over: ctx ended because this replica let the execution go (engine.Detached)
+// and p's handle is recorded, so that replica adopts p (spec/events.md, "Ownership and
+// orphans"). A prediction whose handle is not recorded could be adopted by nobody, and
+// would run and bill unfollowed: it is cancelled as usual.
+func (r *run) handOver(ctx context.Context, p *prediction) bool {
+	if !engine.Detached(ctx) {
+		return false
+	}
+	id := r.a.safeID(p.ID)
+	if !r.recorded {
+		r.log.Info("Cancelling Replicate prediction although the execution is handed over: its handle is not recorded", "prediction", id)
+		return false
+	}
+	r.log.V(1).Info("Left Replicate prediction running for the replica taking the execution over", "prediction", id)
+	return true
 }
 
 // cancel POSTs p's urls.cancel on ctx, if it is on the endpoint's origin. A failure is
