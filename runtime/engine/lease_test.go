@@ -175,22 +175,23 @@ func scriptProvider(s *script) map[string]engine.Provider {
 	return map[string]engine.Provider{"fake": {New: func(*routing.Deployment) (engine.Adapter, error) { return s, nil }}}
 }
 
-func (r *replicas) submit(i int, req *protocol.Request) string {
+// submit submits req on the first replica.
+func (r *replicas) submit(req *protocol.Request) string {
 	r.t.Helper()
-	acc, err := r.engines[i].Submit(r.t.Context(), engine.NewExecutionID(), time.Time{}, req)
+	acc, err := r.engines[0].Submit(r.t.Context(), engine.NewExecutionID(), time.Time{}, req)
 	if err != nil {
 		r.t.Fatalf("Submit: %v", err)
 	}
 	return acc.ID
 }
 
-// waitFor waits until execution id has at least n events.
-func (r *replicas) waitFor(id string, n uint64) {
+// running waits until execution id has recorded its first attempt's first event.
+func (r *replicas) running(id string) {
 	r.t.Helper()
 	ctx, cancel := context.WithTimeout(r.t.Context(), waitTimeout)
 	defer cancel()
-	if err := r.store.Wait(ctx, id, n-1); err != nil {
-		r.t.Fatalf("waiting for event %d of %s: %v", n, id, err)
+	if err := r.store.Wait(ctx, id, 2); err != nil {
+		r.t.Fatalf("waiting for %s to run: %v", id, err)
 	}
 }
 
@@ -220,8 +221,8 @@ func TestLeaseRenewedWhileRunning(t *testing.T) {
 	blocked, release := block(t)
 	s := newScript(delta("a"), blocked, delta("b"))
 	r := newReplicas(t, 2, scriptProvider(s))
-	id := r.submit(0, request())
-	r.waitFor(id, 3)
+	id := r.submit(request())
+	r.running(id)
 	first, err := r.store.Get(t.Context(), id)
 	if err != nil {
 		t.Fatal(err)
@@ -258,8 +259,8 @@ func TestOrphansEndedByPeer(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			s := newScript(delta("partial"), hang())
 			r := newReplicas(t, 2, scriptProvider(s))
-			id := r.submit(0, tt.req)
-			r.waitFor(id, 3)
+			id := r.submit(tt.req)
+			r.running(id)
 			r.parts[0].cut.Store(true)
 			if tt.cancel {
 				if _, err := r.engines[1].Cancel(t.Context(), id); err != nil {
@@ -293,8 +294,8 @@ func TestOrphansEndedByPeer(t *testing.T) {
 func TestOrphanRemoteJobAdopted(t *testing.T) {
 	a := newRemoteAdapter()
 	r := newReplicas(t, 2, remoteProvider(a))
-	id := r.submit(0, request())
-	r.waitFor(id, 3) // accepted, route.selected, progress
+	id := r.submit(request())
+	r.running(id) // accepted, route.selected, progress
 	waitRemote(t, r.store, id)
 	r.parts[0].cut.Store(true)
 	waitUntil(t, func() bool { n, _, _ := a.counts(); return n == 1 })
@@ -318,7 +319,7 @@ func TestOrphanRemoteJobAdopted(t *testing.T) {
 func TestAdoptedJobCancelled(t *testing.T) {
 	a := newRemoteAdapter()
 	r := newReplicas(t, 2, remoteProvider(a))
-	id := r.submit(0, request())
+	id := r.submit(request())
 	waitRemote(t, r.store, id)
 	r.parts[0].cut.Store(true)
 	if err := r.store.RequestCancel(t.Context(), id); err != nil {
@@ -338,8 +339,8 @@ func TestShutdownDrains(t *testing.T) {
 	blocked, release := block(t)
 	s := newScript(delta("a"), blocked)
 	r := newReplicas(t, 1, scriptProvider(s))
-	id := r.submit(0, request())
-	r.waitFor(id, 3)
+	id := r.submit(request())
+	r.running(id)
 	done := make(chan error, 1)
 	go func() { done <- r.engines[0].Shutdown(context.Background()) }()
 	waitUntil(t, func() bool {
@@ -362,7 +363,7 @@ func TestShutdownDrains(t *testing.T) {
 func TestShutdownHandsOver(t *testing.T) {
 	a := newRemoteAdapter()
 	r := newReplicas(t, 2, remoteProvider(a), func(c *engine.Config) { c.HandOver = true; c.Lease = time.Hour })
-	id := r.submit(0, request())
+	id := r.submit(request())
 	waitRemote(t, r.store, id)
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Millisecond)
 	defer cancel()

@@ -42,7 +42,7 @@ func testLeaseAcquisition(t *testing.T, h Harness) {
 	if err != nil {
 		t.Fatalf("Create leased: %v", err)
 	}
-	checkLease(t, h, lease, "replica-a", eventstore.FirstFence, before.Add(longLease))
+	checkLease(t, lease, "replica-a", eventstore.FirstFence, before.Add(longLease))
 	checkStatusLease(t, h, rec.ID, lease)
 	// A repeated Create returns the current lease, whoever repeats it.
 	for _, owner := range []string{"replica-a", "replica-b", ""} {
@@ -87,14 +87,14 @@ func testLeaseAcquisition(t *testing.T, h Harness) {
 // held again, on the same fence.
 func testLeaseRenewal(t *testing.T, h Harness) {
 	ctx := t.Context()
-	early, earlyLease := createLeased(t, h.Store, "replica-a", shortLease)
-	late, lateLease := createLeased(t, h.Store, "replica-a", shortLease)
+	early, earlyLease := createLeased(t, h.Store, shortLease)
+	late, lateLease := createLeased(t, h.Store, shortLease)
 	before := h.Now()
 	renewed, err := h.Store.Renew(ctx, early, earlyLease.Fence, longLease)
 	if err != nil {
 		t.Fatalf("Renew: %v", err)
 	}
-	checkLease(t, h, renewed, "replica-a", earlyLease.Fence, before.Add(longLease))
+	checkLease(t, renewed, "replica-a", earlyLease.Fence, before.Add(longLease))
 	if !renewed.Expires.After(earlyLease.Expires) {
 		t.Errorf("Renew: expiry %v, not after the lease's %v", renewed.Expires, earlyLease.Expires)
 	}
@@ -110,7 +110,7 @@ func testLeaseRenewal(t *testing.T, h Harness) {
 	if err != nil {
 		t.Fatalf("Renew of an expired lease: %v", err)
 	}
-	checkLease(t, h, renewed, "replica-a", lateLease.Fence, before.Add(longLease))
+	checkLease(t, renewed, "replica-a", lateLease.Fence, before.Add(longLease))
 	if ids := orphans(t, h.Store, 0); len(ids) != 0 {
 		t.Errorf("Orphans after every lease was renewed: %v", ids)
 	}
@@ -135,10 +135,10 @@ func testLeaseExpiry(t *testing.T, h Harness) {
 	const stagger = 50 * time.Millisecond
 	var want []string
 	for i := range 3 {
-		id, _ := createLeased(t, h.Store, "replica-a", shortLease+time.Duration(2-i)*stagger)
+		id, _ := createLeased(t, h.Store, shortLease+time.Duration(2-i)*stagger)
 		want = append([]string{id}, want...) // the last one created expires first
 	}
-	createLeased(t, h.Store, "replica-a", longLease)
+	createLeased(t, h.Store, longLease)
 	create(t, h.Store) // unleased: never an orphan
 	if ids := orphans(t, h.Peer, 0); len(ids) != 0 {
 		t.Errorf("Orphans before any lease expired: %v", ids)
@@ -165,7 +165,7 @@ func testLeaseExpiry(t *testing.T, h Harness) {
 // and lease change of the old holder is refused from then on and changes nothing.
 func testLeaseFencing(t *testing.T, h Harness) {
 	ctx := t.Context()
-	id, old := createLeased(t, h.Store, "replica-a", shortLease)
+	id, old := createLeased(t, h.Store, shortLease)
 	evs := events(id, 2, false)
 	appendWith(t, h.Store, old.Fence, evs)
 	remote := json.RawMessage(`{"prediction":"p-old"}`)
@@ -178,7 +178,7 @@ func testLeaseFencing(t *testing.T, h Harness) {
 	if err != nil {
 		t.Fatalf("Acquire of an expired lease: %v", err)
 	}
-	checkLease(t, h, taken, "replica-b", old.Fence+1, before.Add(longLease))
+	checkLease(t, taken, "replica-b", old.Fence+1, before.Add(longLease))
 
 	checks := map[string]error{}
 	checks["Append"] = h.Store.Append(ctx, old.Fence, event(id, 3, protocol.EventOutputDelta))
@@ -265,7 +265,7 @@ func testLeaseTakeover(t *testing.T, h Harness) {
 // releaser's fence stays current until another replica acquires the lease.
 func testLeaseRelease(t *testing.T, h Harness) {
 	ctx := t.Context()
-	id, lease := createLeased(t, h.Store, "replica-a", longLease)
+	id, lease := createLeased(t, h.Store, longLease)
 	if err := h.Store.ReleaseLease(ctx, id, lease.Fence); err != nil {
 		t.Fatalf("ReleaseLease: %v", err)
 	}
@@ -307,7 +307,7 @@ func testLeaseRelease(t *testing.T, h Harness) {
 // more, and its lease can be neither acquired nor renewed.
 func testTerminalEndsLease(t *testing.T, h Harness) {
 	ctx := t.Context()
-	id, lease := createLeased(t, h.Store, "replica-a", shortLease)
+	id, lease := createLeased(t, h.Store, shortLease)
 	appendWith(t, h.Store, lease.Fence, events(id, 2, false))
 	h.Advance(shortLease + leaseSlack)
 	if diff := cmp.Diff([]string{id}, orphans(t, h.Peer, 0)); diff != "" {
@@ -334,7 +334,7 @@ func testTerminalEndsLease(t *testing.T, h Harness) {
 // once: exactly one gets it.
 func testRacingAcquire(t *testing.T, h Harness) {
 	ctx := t.Context()
-	id, lease := createLeased(t, h.Store, "replica-a", shortLease)
+	id, lease := createLeased(t, h.Store, shortLease)
 	h.Advance(shortLease + leaseSlack)
 	leases := make([]eventstore.Lease, racers)
 	errs := make([]error, racers)
@@ -377,7 +377,7 @@ func testRacingAcquire(t *testing.T, h Harness) {
 // every replica and checks that values are copied in and out.
 func testSetRemote(t *testing.T, h Harness) {
 	ctx := t.Context()
-	id, lease := createLeased(t, h.Store, "replica-a", longLease)
+	id, lease := createLeased(t, h.Store, longLease)
 	checkRemote := func(want string) {
 		t.Helper()
 		for name, s := range map[string]eventstore.Store{"store": h.Store, "peer": h.Peer} {
@@ -473,11 +473,12 @@ func testReservationCreated(t *testing.T, h Harness) {
 
 // Helpers.
 
-// createLeased creates an execution leased to owner for ttl and returns its id and lease.
-func createLeased(t *testing.T, s eventstore.Store, owner string, ttl time.Duration) (string, eventstore.Lease) {
+// createLeased creates an execution leased to "replica-a" for ttl and returns its id and
+// lease.
+func createLeased(t *testing.T, s eventstore.Store, ttl time.Duration) (string, eventstore.Lease) {
 	t.Helper()
 	rec := record(t)
-	lease, err := s.Create(t.Context(), rec, owner, ttl)
+	lease, err := s.Create(t.Context(), rec, "replica-a", ttl)
 	if err != nil {
 		t.Fatalf("Create leased: %v", err)
 	}
@@ -485,7 +486,7 @@ func createLeased(t *testing.T, s eventstore.Store, owner string, ttl time.Durat
 }
 
 // checkLease asserts a lease's owner and fence, and that it expires at about expires.
-func checkLease(t *testing.T, h Harness, got eventstore.Lease, owner string, fence eventstore.Fence, expires time.Time) {
+func checkLease(t *testing.T, got eventstore.Lease, owner string, fence eventstore.Fence, expires time.Time) {
 	t.Helper()
 	if got.Owner != owner || got.Fence != fence {
 		t.Errorf("lease %+v: want owner %s, fence %d", got, owner, fence)
