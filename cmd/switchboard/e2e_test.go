@@ -66,9 +66,9 @@ func (b *lockedBuffer) String() string {
 }
 
 // start runs a built binary until the test ends; its combined output is returned.
-func start(t *testing.T, name string, args ...string) *lockedBuffer {
-	t.Helper()
-	out, _ := startProcess(t, name, args...)
+func start(tb testing.TB, name string, args ...string) *lockedBuffer {
+	tb.Helper()
+	out, _ := startProcess(tb, name, args...)
 	return out
 }
 
@@ -79,58 +79,65 @@ type process struct {
 	done chan struct{}
 }
 
-func (p *process) Wait(t *testing.T, timeout time.Duration) {
-	t.Helper()
+func (p *process) Wait(tb testing.TB, timeout time.Duration) {
+	tb.Helper()
 	select {
 	case <-p.done:
 	case <-time.After(timeout):
-		t.Fatalf("%s did not exit within %s", p.cmd.Path, timeout)
+		tb.Fatalf("%s did not exit within %s", p.cmd.Path, timeout)
 	}
 }
 
 // startProcess is start for a test that also signals the process itself. When the test
 // ends, a process still running gets SIGINT, then SIGKILL after 15 seconds.
-func startProcess(t *testing.T, name string, args ...string) (*lockedBuffer, *process) {
-	t.Helper()
+func startProcess(tb testing.TB, name string, args ...string) (*lockedBuffer, *process) {
+	tb.Helper()
+	return startLabeled(tb, name, name, args...)
+}
+
+// startLabeled is startProcess for a test that runs several processes of one binary:
+// label names this one in failures and in the output logged when the test fails.
+func startLabeled(tb testing.TB, label, name string, args ...string) (*lockedBuffer, *process) {
+	tb.Helper()
 	out := &lockedBuffer{}
 	cmd := exec.Command(filepath.Join(binDir, name), args...)
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	p := &process{cmd: cmd, done: make(chan struct{})}
 	go func() { _ = cmd.Wait(); close(p.done) }()
-	t.Cleanup(func() {
+	tb.Cleanup(func() {
 		_ = cmd.Process.Signal(os.Interrupt) // fails harmlessly once it has exited
 		select {
 		case <-p.done:
 		case <-time.After(15 * time.Second):
 			_ = cmd.Process.Kill()
-			t.Errorf("%s did not stop on SIGINT", name)
+			tb.Errorf("%s did not stop on SIGINT", label)
 		}
-		if t.Failed() {
-			t.Logf("%s output:\n%s", name, out.String())
+		if tb.Failed() {
+			tb.Logf("%s output:\n%s", label, out.String())
 		}
 	})
 	return out, p
 }
 
-func freeAddr(t *testing.T) string {
-	t.Helper()
+func freeAddr(tb testing.TB) string {
+	tb.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	defer ln.Close()
 	return ln.Addr().String()
 }
 
-func eventually(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
+func eventually(tb testing.TB, timeout time.Duration, what string, cond func() bool) {
+	tb.Helper()
 	deadline := time.Now().Add(timeout)
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
+			tb.Fatalf("timed out after %s waiting for %s", timeout, what)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

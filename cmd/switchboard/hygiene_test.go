@@ -8,21 +8,21 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"slices"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
-	redisstore "github.com/switchboard-dev/switchboard/runtime/eventstore/redis"
+	"github.com/switchboard-dev/switchboard/runtime/client"
 	"github.com/switchboard-dev/switchboard/runtime/protocol"
 )
 
-// Connection hygiene and shutdown of the built binary (spec/http-api.md, "Connections"):
-// slow or idle clients cannot hold connections, a browser form cannot submit, and a
-// shutdown ends open event streams at once while every running execution still gets its
-// terminal event into the store.
+// Connection hygiene and shutdown of the built binary (spec/http-api.md, "Connections";
+// spec/events.md, "Shutdown"): slow or idle clients cannot hold connections, a browser
+// form cannot submit, and a shutdown is a drain: event streams stay open through the
+// shutdown grace, then the executions still running are handed over (Redis) or ended
+// (memory) before the process exits.
 
 // rawRequest writes req on a fresh connection to addr and returns the connection.
 func rawRequest(t *testing.T, addr, req string) net.Conn {
@@ -178,77 +178,166 @@ func do(t *testing.T, req *http.Request) answer {
 	return answer{status: resp.StatusCode, header: resp.Header}
 }
 
-// TestShutdownEndsStreamsAndRecordsTerminalEvents runs the binary on Redis, so that
-// what it recorded can be read after it exited.
-func TestShutdownEndsStreamsAndRecordsTerminalEvents(t *testing.T) {
-	url := os.Getenv("SWITCHBOARD_REDIS_URL")
-	if url == "" {
-		url = "redis://127.0.0.1:6379/0"
-	}
-	e := setup(t, "--event-store", "redis", "--redis-url", url, "--cleanup-grace", "1s")
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+// stalledStream is an open event stream of a stalled execution, read in the background
+// once it has shown output.
+type stalledStream struct {
+	id     string
+	events []protocol.Event
+	ended  chan struct{} // closed when the stream has ended
+	at     time.Time     // when it ended
+	err    error         // why it ended
+}
 
-	var ids []string
-	for range 3 {
-		acc, err := e.client.Submit(ctx, textRequest("stall", "never finishes"))
+// followStalled submits n executions of the stalled model and opens a stream on each,
+// returning once each stream has shown output; the streams are then read until they end.
+func followStalled(t *testing.T, ctx context.Context, c *client.Client, n int) []*stalledStream {
+	t.Helper()
+	var out []*stalledStream
+	for range n {
+		acc, err := c.Submit(ctx, textRequest("stall", "never finishes"))
 		if err != nil {
 			t.Fatal(err)
 		}
-		ids = append(ids, acc.ID)
+		stream, err := c.Events(ctx, acc.ID, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = stream.Close() })
+		s := &stalledStream{id: acc.ID, ended: make(chan struct{})}
+		for stream.Next() {
+			s.events = append(s.events, stream.Event())
+			if stream.Event().Type == protocol.EventOutputDelta {
+				break // running and streaming
+			}
+		}
+		go func() {
+			for stream.Next() {
+				s.events = append(s.events, stream.Event())
+			}
+			s.at, s.err = time.Now(), stream.Err()
+			close(s.ended)
+		}()
+		out = append(out, s)
 	}
-	stream, err := e.client.Events(ctx, ids[0], 0)
+	return out
+}
+
+// waitEnded waits until every stream has ended, and checks that none ended before
+// atLeast after sent.
+func waitEnded(t *testing.T, streams []*stalledStream, sent time.Time, atLeast, timeout time.Duration) {
+	t.Helper()
+	for _, s := range streams {
+		select {
+		case <-s.ended:
+		case <-time.After(time.Until(sent.Add(timeout))):
+			t.Fatalf("the stream of %s was still open %s after SIGTERM", s.id, timeout)
+		}
+		took := s.at.Sub(sent)
+		t.Logf("the stream of %s ended %s after SIGTERM (%v)", s.id, took.Round(time.Millisecond), s.err)
+		if took < atLeast {
+			t.Errorf("the stream of %s ended %s after SIGTERM, within the shutdown grace", s.id, took)
+		}
+	}
+}
+
+// TestShutdownDrainsThenHandsOver stops the only replica of a Redis store: it keeps its
+// event streams open through the shutdown grace, then lets go of the executions still
+// running without ending them, and the next replica to start on the store ends them
+// (spec/events.md, "Shutdown").
+func TestShutdownDrainsThenHandsOver(t *testing.T) {
+	url := redisURL(t, dbShutdownRedis)
+	const grace = 2 * time.Second
+	e := setup(t, "--event-store", "redis", "--redis-url", url, "--execution-lease", testLease.String(),
+		"--cleanup-grace", testCleanupGrace.String(), "--shutdown-grace", grace.String())
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	streams := followStalled(t, ctx, e.client, 3)
+	// A remote job that outlasts the grace (painter-slow: 5 s): handed over, not
+	// canceled at the provider.
+	store := openRedisStore(t, url)
+	job, err := e.client.Submit(ctx, textRequest("text-to-image", "a lighthouse"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer stream.Close()
-	for stream.Next() {
-		if stream.Event().Type == protocol.EventOutputDelta {
-			break // the execution is running and streaming
-		}
-	}
+	waitRemoteJob(t, store, job.ID)
 
-	ended := make(chan time.Duration, 1)
 	sent := time.Now()
-	go func() {
-		for stream.Next() {
-		}
-		ended <- time.Since(sent)
-	}()
 	if err := e.process.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case took := <-ended:
-		t.Logf("the open stream ended %s after SIGTERM", took)
-	case <-time.After(5 * time.Second):
-		t.Fatal("the open event stream was still open 5s after SIGTERM")
-	}
-	e.process.Wait(t, 15*time.Second)
+	waitEnded(t, streams, sent, grace*9/10, grace+5*time.Second)
+	e.process.Wait(t, grace+5*time.Second)
+	t.Logf("switchboard exited %s after SIGTERM", time.Since(sent).Round(time.Millisecond))
 
-	store, err := redisstore.New(ctx, url)
+	orphans, err := store.Orphans(ctx, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer store.Close()
-	for _, id := range ids {
-		st, err := store.Get(ctx, id)
+	var ids []string
+	for _, s := range streams {
+		ids = append(ids, s.id)
+		// Handed over, not ended: the stream was cut without a terminal event.
+		var trunc *client.TruncatedError
+		if !errors.As(s.err, &trunc) || slices.ContainsFunc(s.events, func(ev protocol.Event) bool { return ev.Type.Terminal() }) {
+			t.Errorf("the stream of %s ended with %v after %s, want cut without a terminal event", s.id, s.err, strings.Join(types(s.events), " "))
+		}
+		st, err := store.Get(ctx, s.id)
 		if err != nil {
-			t.Fatalf("%s: %v", id, err)
+			t.Fatal(err)
 		}
-		if !st.Terminal || st.State != protocol.StatusFailed {
-			t.Errorf("%s after shutdown: terminal %v, state %s; want its terminal event recorded", id, st.Terminal, st.State)
-			continue
+		if st.Terminal || st.State != protocol.StatusRunning {
+			t.Errorf("%s after shutdown: terminal %v, state %s; want still running, handed over", s.id, st.Terminal, st.State)
 		}
-		// Retryable only if the stalled model had not streamed its piece yet: after
-		// output, resubmitting is not known to be safe.
+		if !slices.Contains(orphans, s.id) {
+			t.Errorf("%s after shutdown: lease %+v, not an orphan; want its lease released", s.id, st.Lease)
+		}
+	}
+
+	if st, err := store.Get(ctx, job.ID); err != nil || st.Terminal || !slices.Contains(orphans, job.ID) {
+		t.Errorf("remote job after shutdown: terminal %v, orphan %v (%v); want handed over", st.Terminal, slices.Contains(orphans, job.ID), err)
+	}
+	if hasLine(e.provider.String(), "POST /replicate/v1/predictions/", "/cancel") {
+		t.Error("the shutdown canceled the handed-over prediction at the provider")
+	}
+
+	successor := startReplica(t, "successor", e.dir, url)
+	final := waitTerminal(t, successor.client, append(slices.Clone(ids), job.ID), 10*time.Second)
+	if st := final[job.ID]; st.Status != protocol.StatusCompleted {
+		t.Errorf("handed-over remote job: %s %+v, want completed by the successor", st.Status, st.Error)
+	}
+	for _, id := range ids {
+		checkOrphaned(t, id, final[id].Error)
 		events, err := store.Read(ctx, id, 0, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
-		output := slices.ContainsFunc(events, func(ev protocol.Event) bool { return ev.Type.IsOutput() })
-		if st.Error == nil || st.Error.Code != protocol.CodeProviderUnavailable || st.Error.Retryable == output {
-			t.Errorf("%s ended with %+v after output=%v, want provider_unavailable, retryable only without output", id, st.Error, output)
-		}
+		checkLog(t, id, events)
 	}
+}
+
+// TestShutdownWithoutPeersEndsExecutions stops a replica on the memory store, which no
+// other replica shares: after the grace it ends the executions still running itself,
+// and its followers see them end before it exits (spec/events.md, "Shutdown").
+func TestShutdownWithoutPeersEndsExecutions(t *testing.T) {
+	const grace = 2 * time.Second
+	e := setup(t, "--cleanup-grace", "1s", "--shutdown-grace", grace.String())
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	streams := followStalled(t, ctx, e.client, 3)
+
+	sent := time.Now()
+	if err := e.process.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	waitEnded(t, streams, sent, grace*9/10, grace+5*time.Second)
+	for _, s := range streams {
+		if s.err != nil {
+			t.Errorf("the stream of %s ended with %v after %s, want its terminal event", s.id, s.err, strings.Join(types(s.events), " "))
+			continue
+		}
+		checkLog(t, s.id, s.events)
+		checkOrphaned(t, s.id, failure(t, s.id, s.events[len(s.events)-1]))
+	}
+	e.process.Wait(t, grace+5*time.Second)
+	t.Logf("switchboard exited %s after SIGTERM", time.Since(sent).Round(time.Millisecond))
 }

@@ -76,9 +76,11 @@ func (e *Engine) keepLease(ctx context.Context, x *execution, end context.Cancel
 	}
 }
 
-// sweep looks for orphans every third of the lease's length until ctx ends.
+// sweep looks for orphans until ctx ends: every third of the lease's length, and at least
+// once per cleanup grace, so that an orphan ends within a lease and a cleanup grace of its
+// replica's last renewal (spec/events.md, "Ownership and orphans").
 func (e *Engine) sweep(ctx context.Context) {
-	t := time.NewTicker(e.lease / 3)
+	t := time.NewTicker(min(e.lease/3, e.grace))
 	defer t.Stop()
 	for {
 		select {
