@@ -48,6 +48,10 @@ type Config struct {
 	// MaxConcurrent bounds the executions running on this engine; further submits get
 	// rate_limited. 0 means DefaultMaxConcurrent.
 	MaxConcurrent int
+	// MaxPerPrincipal bounds the executions one principal (WithPrincipal) runs at once
+	// on this engine; further submits of that principal get rate_limited. 0 means no
+	// bound.
+	MaxPerPrincipal int
 	// CleanupGrace bounds how long an adapter may take to return after its attempt was
 	// cancelled or ran out of time. 0 means DefaultCleanupGrace.
 	CleanupGrace time.Duration
@@ -90,6 +94,12 @@ type Engine struct {
 	lease     time.Duration
 	handOver  bool
 
+	// perPrincipal counts the running executions of each principal, for
+	// MaxPerPrincipal.
+	maxPerPrincipal int
+	principalsMu    sync.Mutex
+	perPrincipal    map[string]int
+
 	// slots holds one token per running execution. A buffered channel gives a
 	// lock-free, exact limit, and Shutdown waits for executions by taking every token.
 	slots chan struct{}
@@ -129,6 +139,9 @@ func New(cfg Config) *Engine {
 		lease:     cfg.Lease,
 		handOver:  cfg.HandOver,
 		drained:   make(chan struct{}),
+
+		maxPerPrincipal: cfg.MaxPerPrincipal,
+		perPrincipal:    make(map[string]int),
 	}
 	if e.replica == "" {
 		e.replica = "replica-" + randomSuffix()
@@ -173,6 +186,9 @@ type execution struct {
 	// cancelRequested: a cancel was requested before this replica took the execution
 	// over, so it ends cancelled.
 	cancelRequested bool
+	// principal is the caller that submitted it on this replica, counted for
+	// MaxPerPrincipal until it ends; empty for executions taken over.
+	principal string
 	w               writer
 	log             logr.Logger
 }
@@ -182,6 +198,20 @@ type SubmitOption func(*submission)
 
 type submission struct {
 	idempotencyKey string
+	principal      string
+	visible        func(namespace string) bool
+}
+
+// WithPrincipal records the caller principal that creates the execution: it owns the
+// execution (spec/authentication.md), and MaxPerPrincipal counts its executions.
+func WithPrincipal(name string) SubmitOption {
+	return func(s *submission) { s.principal = name }
+}
+
+// WithVisible restricts routing to the deployments of the namespaces the caller may use
+// (routing.Query.Visible).
+func WithVisible(visible func(namespace string) bool) SubmitOption {
+	return func(s *submission) { s.visible = visible }
 }
 
 // WithIdempotencyKey names the store key of the idempotency reservation the execution is
@@ -214,6 +244,7 @@ func (e *Engine) Submit(ctx context.Context, id string, createdAt time.Time, req
 	}
 	q := query(req)
 	q.Admit = e.admitter(req)
+	q.Visible = sub.visible
 	route, err := e.table.Load().Route(q)
 	if err != nil {
 		var ne *routing.NoEligibleError
@@ -234,15 +265,51 @@ func (e *Engine) Submit(ctx context.Context, id string, createdAt time.Time, req
 		<-e.slots
 		return Accepted{}, errShuttingDown()
 	}
+	if !e.startOf(sub.principal) {
+		<-e.slots
+		return Accepted{}, errPrincipalLimited()
+	}
 
 	acc, x, err := e.create(ctx, id, createdAt, req, route, sub)
 	if err != nil {
+		e.endOf(sub.principal)
 		<-e.slots
 		return Accepted{}, err
 	}
+	x.principal = sub.principal
 	go e.run(ctx, x, e.attempts)
 	return acc, nil
 }
+
+// startOf counts a new running execution of principal, unless it is at
+// MaxPerPrincipal; it reports whether it counted it.
+func (e *Engine) startOf(principal string) bool {
+	if e.maxPerPrincipal <= 0 || principal == "" {
+		return true
+	}
+	e.principalsMu.Lock()
+	defer e.principalsMu.Unlock()
+	if e.perPrincipal[principal] >= e.maxPerPrincipal {
+		return false
+	}
+	e.perPrincipal[principal]++
+	return true
+}
+
+// endOf uncounts a running execution of principal (see startOf).
+func (e *Engine) endOf(principal string) {
+	if e.maxPerPrincipal <= 0 || principal == "" {
+		return
+	}
+	e.principalsMu.Lock()
+	defer e.principalsMu.Unlock()
+	if e.perPrincipal[principal]--; e.perPrincipal[principal] <= 0 {
+		delete(e.perPrincipal, principal)
+	}
+}
+
+// Namespaces returns the namespaces of the current routing table's deployments.
+func (e *Engine) Namespaces() []string { return e.table.Load().Namespaces() }
 
 // admitter returns routing's admission check for req: a deployment is eligible only if
 // the engine has an adapter for its provider and that adapter can encode req for it.
@@ -340,6 +407,8 @@ func (e *Engine) create(ctx context.Context, id string, createdAt time.Time, req
 		Metadata:   req.Metadata,
 		DeadlineAt: acc.DeadlineAt,
 		CreatedAt:  createdAt,
+		Principal:  sub.principal,
+		Namespace:  route.Candidates[0].Ref.Namespace,
 	})
 	if err != nil {
 		log.Error(err, "Cannot encode execution info")

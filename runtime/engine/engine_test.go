@@ -729,3 +729,34 @@ func TestSubmitDetachedFromCallerContext(t *testing.T) {
 		t.Errorf("ended with %s after the caller's context was cancelled", got[len(got)-1].Type)
 	}
 }
+
+// MaxPerPrincipal bounds one caller's running executions without holding up another's.
+func TestMaxPerPrincipal(t *testing.T) {
+	blocked, release := block(t)
+	s := newScript(blocked)
+	h := newHarness(t, []routing.Deployment{deployment("a")}, map[string]*script{"a": s},
+		func(c *engine.Config) { c.MaxPerPrincipal = 2 })
+	submit := func(p string) (engine.Accepted, error) {
+		return h.Engine.Submit(t.Context(), engine.NewExecutionID(), time.Time{}, request(), engine.WithPrincipal(p))
+	}
+	var first []string
+	for range 2 {
+		acc, err := submit("alice")
+		if err != nil {
+			t.Fatal(err)
+		}
+		first = append(first, acc.ID)
+	}
+	_, err := submit("alice")
+	if pe := protocolError(t, err, protocol.CodeRateLimited); !pe.Retryable || pe.RetryAfterMs <= 0 {
+		t.Errorf("third execution of one principal: %+v, want rate_limited, retryable, with a hint", pe)
+	}
+	if _, err := submit("bob"); err != nil {
+		t.Errorf("another principal: %v, want accepted", err)
+	}
+	release()
+	for _, id := range first {
+		h.finish(id)
+	}
+	waitUntil(t, func() bool { _, err := submit("alice"); return err == nil })
+}

@@ -37,6 +37,12 @@ func errRateLimited() *protocol.Error {
 	return e
 }
 
+func errPrincipalLimited() *protocol.Error {
+	e := protocol.NewError(protocol.CodeRateLimited, "too many executions of this caller are running; retry later")
+	e.RetryAfterMs = rateLimitRetryAfter.Milliseconds()
+	return e
+}
+
 func errShuttingDown() *protocol.Error {
 	return protocol.NewError(protocol.CodeProviderUnavailable, "the runtime is shutting down; retry on another replica")
 }

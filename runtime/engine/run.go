@@ -17,6 +17,7 @@ import (
 // candidates of its route, or an adopted attempt) and returns the terminal event.
 func (e *Engine) run(parent context.Context, x *execution, body func(context.Context, *execution) (protocol.EventType, any)) {
 	defer func() { <-e.slots }()
+	defer e.endOf(x.principal)
 
 	// The execution keeps the submitter's values (trace ids) but not its cancellation;
 	// it ends on a cancel request, when Shutdown stops it, at its deadline or when its

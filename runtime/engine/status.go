@@ -21,6 +21,20 @@ type Info struct {
 	DeadlineAt time.Time `json:"deadline_at"`
 	// CreatedAt is when the execution was accepted.
 	CreatedAt time.Time `json:"created_at"`
+	// Principal is the caller that created the execution, who owns it
+	// (spec/authentication.md); empty when it was created without one.
+	Principal string `json:"principal,omitempty"`
+	// Namespace is the namespace of the execution's first route: RBAC on executions in
+	// it decides who else may read or cancel it.
+	Namespace string `json:"namespace,omitempty"`
+}
+
+// OwnerOf returns the principal that created execution st and the namespace of its first
+// route (spec/authentication.md): empty for an execution created without a principal.
+func OwnerOf(st eventstore.Status) (principal, namespace string) {
+	var info Info
+	_ = json.Unmarshal(st.Info, &info) // none of ours if it does not decode: no owner
+	return info.Principal, info.Namespace
 }
 
 // StatusOf converts an execution's store status into its API status (spec/http-api.md,

@@ -22,6 +22,10 @@ type Query struct {
 	MaxAttempts int
 	// ExtensionKeys are the request's extension keys.
 	ExtensionKeys []string
+	// Visible, if set, says which namespaces' deployments the caller may use (spec/
+	// routing.md, "Eligibility"): the others are treated as if they did not exist, so
+	// that neither the route, a preference nor the error reveals them.
+	Visible func(namespace string) bool
 	// Admit, if set, is asked last about each deployment that passes every other check;
 	// a non-nil error makes the deployment ineligible. The engine uses it to ask the
 	// deployment's adapter whether it can encode the request (part roles, media form,
@@ -80,6 +84,9 @@ func (e *NoEligibleError) Error() string {
 // route's limits; they do not exclude.
 func (t *Table) Route(q Query) (Route, error) {
 	serving := t.byAbility[q.Ability]
+	if q.Visible != nil {
+		serving = slices.DeleteFunc(slices.Clone(serving), func(d *Deployment) bool { return !q.Visible(d.Ref.Namespace) })
+	}
 	if len(serving) == 0 {
 		return Route{}, &NoEligibleError{NoAbility: true}
 	}
@@ -109,7 +116,8 @@ func (t *Table) Route(q Query) (Route, error) {
 			break
 		}
 		d, ok := t.byRef[ref]
-		if !ok || !slices.Contains(d.Abilities, q.Ability) || slices.Contains(judged, d) {
+		if !ok || !slices.Contains(d.Abilities, q.Ability) || slices.Contains(judged, d) ||
+			(q.Visible != nil && !q.Visible(d.Ref.Namespace)) {
 			continue
 		}
 		judged = append(judged, d)

@@ -382,3 +382,37 @@ func TestRouteAdmit(t *testing.T) {
 		t.Errorf("Admit asked about deployments that lack capabilities: %v", asked)
 	}
 }
+
+// Deployments of namespaces the caller may not use are as if they did not exist: not
+// routed to, not reachable by a preference, and the error is the one an empty table
+// gives (spec/routing.md, "Eligibility").
+func TestRouteVisibility(t *testing.T) {
+	table := NewTable([]Deployment{
+		deployment("team-a", "text", textCaps),
+		deployment("team-b", "text", textCaps),
+		deployment("team-b", "vision", textCaps|CapsOf(protocol.CapInputImage)),
+		deployment("team-b", "summarizer", textCaps, func(d *Deployment) { d.Abilities = []string{"summarize"} }),
+	})
+	if diff := cmp.Diff([]string{"team-a", "team-b"}, table.Namespaces()); diff != "" {
+		t.Errorf("Namespaces (-want +got):\n%s", diff)
+	}
+	onlyA := func(q *Query) { q.Visible = func(ns string) bool { return ns == "team-a" }; q.MaxAttempts = 5 }
+
+	r, err := table.Route(query(CapsOf(protocol.CapInputText), onlyA, func(q *Query) {
+		q.Prefer = []Ref{{"team-b", "text"}}
+	}))
+	if err != nil || !slices.Equal(refs(r), []string{"team-a/text"}) {
+		t.Errorf("route %v, %v: want only team-a's model, the preference ignored", refs(r), err)
+	}
+
+	for name, q := range map[string]Query{
+		"ability served only elsewhere":     query(CapsOf(protocol.CapInputText), onlyA, func(q *Query) { q.Ability = "summarize" }),
+		"capability offered only elsewhere": query(CapsOf(protocol.CapInputImage), onlyA),
+	} {
+		_, err := table.Route(q)
+		_, wantErr := NewTable([]Deployment{deployment("team-a", "text", textCaps)}).Route(q)
+		if err == nil || wantErr == nil || err.Error() != wantErr.Error() || strings.Contains(err.Error(), "team-b") {
+			t.Errorf("%s: %v, want the error of a table without team-b: %v", name, err, wantErr)
+		}
+	}
+}

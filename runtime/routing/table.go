@@ -114,8 +114,9 @@ type Deployment struct {
 
 // Table is an immutable snapshot of the routable deployments, indexed by ability.
 type Table struct {
-	byAbility map[string][]*Deployment // each sorted by priority desc, then ref
-	byRef     map[Ref]*Deployment
+	byAbility  map[string][]*Deployment // each sorted by priority desc, then ref
+	byRef      map[Ref]*Deployment
+	namespaces []string // of the deployments, sorted, each once
 }
 
 // NewTable indexes deployments. It copies the slice headers it keeps; callers must not
@@ -130,6 +131,7 @@ func NewTable(deployments []Deployment) *Table {
 	for i := range all {
 		d := &all[i]
 		t.byRef[d.Ref] = d
+		t.namespaces = append(t.namespaces, d.Ref.Namespace)
 		for _, a := range d.Abilities {
 			t.byAbility[a] = append(t.byAbility[a], d)
 		}
@@ -145,8 +147,14 @@ func NewTable(deployments []Deployment) *Table {
 			return cmp.Compare(a.Ref.Name, b.Ref.Name)
 		})
 	}
+	slices.Sort(t.namespaces)
+	t.namespaces = slices.Compact(t.namespaces)
 	return t
 }
+
+// Namespaces returns the namespaces that hold deployments, sorted. The caller must not
+// modify the slice.
+func (t *Table) Namespaces() []string { return t.namespaces }
 
 // Len is the number of deployments in the table.
 func (t *Table) Len() int { return len(t.byRef) }

@@ -87,6 +87,7 @@ type Store struct {
 
 	resMu        sync.Mutex
 	reservations map[string]reservation
+	secrets      map[string][]byte // under resMu
 	resExpires   expiryQueue
 
 	closed    chan struct{} // closed by Close, wakes every waiter
@@ -111,6 +112,7 @@ func New(opts ...Option) *Store {
 		retention:    c.retention,
 		execs:        make(map[string]*execution),
 		reservations: make(map[string]reservation),
+		secrets:      make(map[string][]byte),
 		closed:       make(chan struct{}),
 	}
 	if c.interval > 0 {
@@ -479,6 +481,24 @@ func (s *Store) Release(_ context.Context, key, executionID string) error {
 		delete(s.reservations, key)
 	}
 	return nil
+}
+
+// Secret implements eventstore.Store.
+func (s *Store) Secret(_ context.Context, name string, candidate []byte) ([]byte, error) {
+	if name == "" || len(candidate) == 0 {
+		return nil, fmt.Errorf("secret %q: empty name or candidate: %w", name, eventstore.ErrInvalid)
+	}
+	if s.isClosed.Load() {
+		return nil, eventstore.ErrClosed
+	}
+	s.resMu.Lock()
+	defer s.resMu.Unlock()
+	cur, ok := s.secrets[name]
+	if !ok {
+		cur = bytes.Clone(candidate)
+		s.secrets[name] = cur
+	}
+	return bytes.Clone(cur), nil
 }
 
 // Acquire implements eventstore.Store.

@@ -270,6 +270,7 @@ func (s *Store) leasesKey() string              { return s.prefix + "leases" }
 func (s *Store) wakeChannel(id string) string   { return s.prefix + "{" + id + "}:wake" }
 func (s *Store) cancelChannel(id string) string { return s.prefix + "{" + id + "}:cancel" }
 func (s *Store) reservationKey(k string) string { return s.prefix + "idem:" + k }
+func (s *Store) secretKey(name string) string   { return s.prefix + "secret:" + name }
 
 // Create implements eventstore.Store.
 //
@@ -787,6 +788,25 @@ func (s *Store) Release(ctx context.Context, key, executionID string) error {
 		return s.fail(err, "release %s", key)
 	}
 	return nil
+}
+
+// Secret implements eventstore.Store: SET NX GET stores the candidate unless a secret
+// exists, and answers the existing one, in one atomic command.
+func (s *Store) Secret(ctx context.Context, name string, candidate []byte) ([]byte, error) {
+	if name == "" || len(candidate) == 0 {
+		return nil, fmt.Errorf("secret %q: empty name or candidate: %w", name, eventstore.ErrInvalid)
+	}
+	if s.isClosed.Load() {
+		return nil, eventstore.ErrClosed
+	}
+	old, err := s.client.SetArgs(ctx, s.secretKey(name), candidate, goredis.SetArgs{Mode: "NX", Get: true}).Bytes()
+	switch {
+	case errors.Is(err, goredis.Nil):
+		return bytes.Clone(candidate), nil // stored now
+	case err != nil:
+		return nil, s.fail(err, "secret %s", name)
+	}
+	return old, nil
 }
 
 // Close implements eventstore.Store. It wakes blocked callers, closes the pub/sub

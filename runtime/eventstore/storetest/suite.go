@@ -61,6 +61,7 @@ var tests = []struct {
 	{"SnapshotFollowsEvents", testSnapshotFollowsEvents},
 	{"SnapshotRejectsUndecodableData", testSnapshotRejectsUndecodableData},
 	{"SnapshotCopies", testSnapshotCopies},
+	{"SecretSharedOnce", testSecretSharedOnce},
 	{"LeaseAcquisition", testLeaseAcquisition},
 	{"LeaseRenewal", testLeaseRenewal},
 	{"LeaseExpiry", testLeaseExpiry},
@@ -1017,5 +1018,53 @@ func result(t *testing.T, call <-chan error) error {
 	case <-time.After(timeout):
 		t.Fatal("call still blocked")
 		return nil
+	}
+}
+
+// testSecretSharedOnce: the first candidate stored under a name is the secret every
+// handle gets, also when several race to store theirs.
+func testSecretSharedOnce(t *testing.T, h Harness) {
+	ctx := t.Context()
+	name := "secret-" + rand.Text()
+	first, err := h.Store.Secret(ctx, name, []byte("first"))
+	if err != nil || string(first) != "first" {
+		t.Fatalf("Secret: %q, %v; want the candidate stored", first, err)
+	}
+	first[0] = 'X' // the caller's own copy
+	again, err := h.Peer.Secret(ctx, name, []byte("second"))
+	if err != nil || string(again) != "first" {
+		t.Fatalf("Secret from the peer: %q, %v; want the first candidate", again, err)
+	}
+
+	raced := "secret-" + rand.Text()
+	got := make([]string, 8)
+	var wg sync.WaitGroup
+	for i := range got {
+		s := h.Store
+		if i%2 == 1 {
+			s = h.Peer
+		}
+		wg.Go(func() {
+			b, err := s.Secret(ctx, raced, fmt.Appendf(nil, "candidate-%d", i))
+			if err != nil {
+				t.Errorf("Secret: %v", err)
+			}
+			got[i] = string(b)
+		})
+	}
+	wg.Wait()
+	for _, g := range got {
+		if g != got[0] {
+			t.Fatalf("racing Secret calls got %q: want one secret for all", got)
+		}
+	}
+
+	for _, c := range []struct {
+		name      string
+		candidate []byte
+	}{{"", []byte("x")}, {name, nil}} {
+		if _, err := h.Store.Secret(ctx, c.name, c.candidate); !errors.Is(err, eventstore.ErrInvalid) {
+			t.Errorf("Secret(%q, %q): %v, want ErrInvalid", c.name, c.candidate, err)
+		}
 	}
 }
