@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/switchboard-dev/switchboard/runtime/auth"
 	"github.com/switchboard-dev/switchboard/runtime/eventstore"
 	"github.com/switchboard-dev/switchboard/runtime/sse"
 )
@@ -39,7 +40,7 @@ func (s *server) streamEvents(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	rec, err := s.store.Get(r.Context(), id)
+	rec, err := s.accessible(r.Context(), id, auth.VerbGet)
 	if err != nil {
 		return err
 	}

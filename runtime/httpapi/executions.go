@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/switchboard-dev/switchboard/runtime/auth"
 	"github.com/switchboard-dev/switchboard/runtime/engine"
 	"github.com/switchboard-dev/switchboard/runtime/eventstore"
 	"github.com/switchboard-dev/switchboard/runtime/protocol"
@@ -35,6 +36,12 @@ func (s *server) createExecution(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	p := principal(r.Context())
+	visible, err := s.visibleNamespaces(r.Context(), p)
+	if err != nil {
+		return err
+	}
+	opts := []engine.SubmitOption{engine.WithPrincipal(p.Name), engine.WithVisible(visible)}
 
 	// From here on the request's outcome must not depend on the connection: a client
 	// that disconnects after the key is reserved must find, when it retries, either its
@@ -43,10 +50,10 @@ func (s *server) createExecution(w http.ResponseWriter, r *http.Request) error {
 	id := engine.NewExecutionID()
 	// The engine stores timestamps in microseconds; the 202 body says the same instant.
 	createdAt := s.now().UTC().Truncate(time.Microsecond)
-	resp := appendAccepted(make([]byte, 0, acceptedSize), id, createdAt)
+	resp := appendAccepted(make([]byte, 0, acceptedSize), id, createdAt, s.streamToken(id, p, createdAt))
 
 	if !hasKey {
-		if _, err := s.engine.Submit(ctx, id, createdAt, req); err != nil {
+		if _, err := s.engine.Submit(ctx, id, createdAt, req, opts...); err != nil {
 			return err
 		}
 		writeAccepted(w, id, resp, false)
@@ -57,7 +64,7 @@ func (s *server) createExecution(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	storeKey := scopedKey(idempotencyScope(r), key)
+	storeKey := scopedKey(s.idempotencyScope(r), key)
 	prev, replay, err := s.reserve(ctx, storeKey, eventstore.Reservation{
 		Fingerprint: fingerprint,
 		ExecutionID: id,
@@ -71,7 +78,7 @@ func (s *server) createExecution(w http.ResponseWriter, r *http.Request) error {
 		writeAccepted(w, prev.ExecutionID, prev.Response, true)
 		return nil
 	}
-	if _, err := s.engine.Submit(ctx, id, createdAt, req, engine.WithIdempotencyKey(storeKey)); err != nil {
+	if _, err := s.engine.Submit(ctx, id, createdAt, req, append(opts, engine.WithIdempotencyKey(storeKey))...); err != nil {
 		s.releaseUnlessCreated(ctx, storeKey, id)
 		return err
 	}
@@ -111,8 +118,14 @@ const acceptedSize = 448
 
 // appendAccepted appends the 202 body of a new execution (spec/http-api.md, "Response"):
 // {"id","status":"accepted","created_at","links":{"self","events","result","cancel"}}.
-// It is built by hand because it is on every submission's path and its shape is fixed.
-func appendAccepted(dst []byte, id string, createdAt time.Time) []byte {
+// A non-empty token (a signed stream token: URL-safe) is added to the events and result
+// links as ?token=. It is built by hand because it is on every submission's path and
+// its shape is fixed.
+func appendAccepted(dst []byte, id string, createdAt time.Time, token string) []byte {
+	query := ""
+	if token != "" {
+		query = "?token=" + token
+	}
 	escaped := url.PathEscape(id) // returns id itself, without allocating, for our ids
 	dst = append(dst, `{"id":`...)
 	dst = appendJSONString(dst, id)
@@ -121,9 +134,9 @@ func appendAccepted(dst []byte, id string, createdAt time.Time) []byte {
 	dst = append(dst, `","links":{"self":`...)
 	dst = appendLink(dst, escaped, "")
 	dst = append(dst, `,"events":`...)
-	dst = appendLink(dst, escaped, "/events")
+	dst = appendLink(dst, escaped, "/events"+query)
 	dst = append(dst, `,"result":`...)
-	dst = appendLink(dst, escaped, "/result")
+	dst = appendLink(dst, escaped, "/result"+query)
 	dst = append(dst, `,"cancel":`...)
 	dst = appendLink(dst, escaped, "/cancel")
 	return append(dst, "}}"...)
@@ -147,25 +160,29 @@ func writeAccepted(w http.ResponseWriter, id string, body []byte, replayed bool)
 	writeJSONBytes(w, http.StatusAccepted, body)
 }
 
-// getExecution is GET /v1/executions/{id}.
+// getExecution is GET /v1/executions/{id}. Its status is built from one store read: the
+// store folds the events as it records them, so the cost does not grow with their
+// number (spec/http-api.md, "Status").
 func (s *server) getExecution(w http.ResponseWriter, r *http.Request) error {
-	st, err := s.status(r.Context(), r.PathValue("id"))
+	st, err := s.accessible(r.Context(), r.PathValue("id"), auth.VerbGet)
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, st)
+	writeJSON(w, http.StatusOK, engine.StatusOf(st))
 	return nil
 }
 
-// status builds an execution's status from one store read: the store folds the events
-// as it records them, so the cost does not grow with their number (spec/http-api.md,
-// "Status").
-func (s *server) status(ctx context.Context, id string) (protocol.ExecutionStatus, error) {
+// accessible reads execution id's status, answering not_found when the caller may not
+// do verb to it (mayAccess).
+func (s *server) accessible(ctx context.Context, id, verb string) (eventstore.Status, error) {
 	st, err := s.store.Get(ctx, id)
 	if err != nil {
-		return protocol.ExecutionStatus{}, err
+		return eventstore.Status{}, err
 	}
-	return engine.StatusOf(st), nil
+	if err := s.mayAccess(ctx, st, verb); err != nil {
+		return eventstore.Status{}, err
+	}
+	return st, nil
 }
 
 // getResult is GET /v1/executions/{id}/result: the snapshot of the events so far, as
@@ -173,7 +190,13 @@ func (s *server) status(ctx context.Context, id string) (protocol.ExecutionStatu
 // it records them, so a read costs the size of the output, not the number of events
 // (spec/http-api.md, "Result").
 func (s *server) getResult(w http.ResponseWriter, r *http.Request) error {
-	snap, err := s.store.Snapshot(r.Context(), r.PathValue("id"))
+	id := r.PathValue("id")
+	if s.auth != nil {
+		if _, err := s.accessible(r.Context(), id, auth.VerbGet); err != nil {
+			return err
+		}
+	}
+	snap, err := s.store.Snapshot(r.Context(), id)
 	if err != nil {
 		return err
 	}
@@ -196,11 +219,12 @@ func (s *server) cancelExecution(w http.ResponseWriter, r *http.Request) error {
 	id := r.PathValue("id")
 	// A cancel that reached the store must not be half done because the caller left.
 	ctx := context.WithoutCancel(r.Context())
-	c, err := s.engine.Cancel(ctx, id)
-	if err != nil {
-		return err
+	if s.auth != nil {
+		if _, err := s.accessible(ctx, id, auth.VerbUpdate); err != nil {
+			return err
+		}
 	}
-	st, err := s.status(ctx, id)
+	c, err := s.engine.Cancel(ctx, id)
 	if err != nil {
 		return err
 	}
@@ -208,7 +232,7 @@ func (s *server) cancelExecution(w http.ResponseWriter, r *http.Request) error {
 	if c.AlreadyTerminal {
 		code = http.StatusOK
 	}
-	writeJSON(w, code, st)
+	writeJSON(w, code, engine.StatusOf(c.Status))
 	return nil
 }
 

@@ -98,10 +98,13 @@ func parseSFString(v string) (string, bool) {
 }
 
 // idempotencyScope is the scope a request's keys live in (spec/http-api.md,
-// "Idempotency"): the caller principal when authentication is on, else the runtime. There
-// is no authentication yet, so every key is in the runtime's scope; this is the one place
-// to change.
-func idempotencyScope(*http.Request) string { return "runtime" }
+// "Idempotency"): the caller principal when authentication is on, else the runtime.
+func (s *server) idempotencyScope(r *http.Request) string {
+	if s.auth == nil {
+		return "runtime"
+	}
+	return "principal:" + principal(r.Context()).Name
+}
 
 // scopedKey is the store key of key in scope. Keys never contain a space, so the first
 // space separates the two whatever a principal's name holds.

@@ -162,7 +162,7 @@ func reservation(t *testing.T, store eventstore.Store, key, id string, createdAt
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := eventstore.Reservation{Fingerprint: fp, ExecutionID: id, Response: appendAccepted(nil, id, createdAt), CreatedAt: createdAt}
+	r := eventstore.Reservation{Fingerprint: fp, ExecutionID: id, Response: appendAccepted(nil, id, createdAt, ""), CreatedAt: createdAt}
 	if _, ok, err := store.Reserve(context.Background(), scopedKey("runtime", key), r, time.Hour); err != nil || !ok {
 		t.Fatalf("Reserve: %v, %v", ok, err)
 	}

@@ -153,7 +153,7 @@ func TestAppendEnvelope(t *testing.T) {
 
 func TestAppendAccepted(t *testing.T) {
 	created := time.Date(2026, 12, 2, 13, 0, 0, 123456000, time.UTC)
-	got := appendAccepted(nil, "exe_abc", created)
+	got := appendAccepted(nil, "exe_abc", created, "")
 	var body struct {
 		ID        string            `json:"id"`
 		Status    string            `json:"status"`
@@ -170,7 +170,7 @@ func TestAppendAccepted(t *testing.T) {
 	if body.ID != "exe_abc" || body.Status != "accepted" || !body.CreatedAt.Equal(created) || !cmp.Equal(want, body.Links) {
 		t.Errorf("unexpected body %s", got)
 	}
-	if n := len(appendAccepted(nil, engine.NewExecutionID(), created)); n > acceptedSize {
+	if n := len(appendAccepted(nil, engine.NewExecutionID(), created, "")); n > acceptedSize {
 		t.Errorf("a body is %d bytes, more than acceptedSize", n)
 	}
 }

@@ -7,11 +7,11 @@ import "net/http"
 // path), so every error a caller sees is a JSON error body. A pattern with a method is
 // more specific than the same path without one, so the API patterns win.
 func (s *server) routes() {
-	s.mux.Handle("POST /v1/executions", s.handle(s.createExecution))
-	s.mux.Handle("GET /v1/executions/{id}", s.handle(s.getExecution))
-	s.mux.Handle("GET /v1/executions/{id}/result", s.handle(s.getResult))
-	s.mux.Handle("POST /v1/executions/{id}/cancel", s.handle(s.cancelExecution))
-	s.mux.Handle("GET /v1/executions/{id}/events", s.handle(s.streamEvents))
+	s.mux.Handle("POST /v1/executions", s.handle(s.authenticated(s.createExecution, false)))
+	s.mux.Handle("GET /v1/executions/{id}", s.handle(s.authenticated(s.getExecution, false)))
+	s.mux.Handle("GET /v1/executions/{id}/result", s.handle(s.authenticated(s.getResult, true)))
+	s.mux.Handle("POST /v1/executions/{id}/cancel", s.handle(s.authenticated(s.cancelExecution, false)))
+	s.mux.Handle("GET /v1/executions/{id}/events", s.handle(s.authenticated(s.streamEvents, true)))
 
 	s.mux.Handle("/v1/executions", s.methodNotAllowed("POST"))
 	s.mux.Handle("/v1/executions/{id}", s.methodNotAllowed("GET, HEAD"))

@@ -17,6 +17,7 @@ import (
 
 	"github.com/go-logr/logr"
 
+	"github.com/switchboard-dev/switchboard/runtime/auth"
 	"github.com/switchboard-dev/switchboard/runtime/engine"
 	"github.com/switchboard-dev/switchboard/runtime/eventstore"
 	"github.com/switchboard-dev/switchboard/runtime/protocol"
@@ -58,6 +59,12 @@ type Config struct {
 	// SSEWriteTimeout bounds each write to an event stream: a reader that does not take
 	// a frame within it is dropped. Default DefaultSSEWriteTimeout.
 	SSEWriteTimeout time.Duration
+	// Auth identifies callers and decides what they may do (spec/authentication.md);
+	// nil means no authentication: every caller is auth.Anonymous, allowed everything.
+	Auth *auth.Auth
+	// StreamTokens signs the read tokens of the 202 body's events and result links and
+	// verifies them; nil means links without tokens. Only used with Auth.
+	StreamTokens *auth.StreamTokens
 	// ExecutionLease is the engine's execution lease (engine.Config.Lease): a
 	// reservation older than it whose execution was never created belongs to a creator
 	// that died, and is released. Default engine.DefaultLease.
@@ -81,6 +88,8 @@ type server struct {
 	now             func() time.Time
 	mux             *http.ServeMux
 
+	auth   *auth.Auth
+	tokens *auth.StreamTokens
 	// lease is the age after which a reservation whose execution was never created is
 	// released (Config.ExecutionLease).
 	lease time.Duration
@@ -116,6 +125,10 @@ func newServer(cfg Config) *server {
 		mux:             http.NewServeMux(),
 		replayWait:      replayWait,
 		lease:           cfg.ExecutionLease,
+		auth:            cfg.Auth,
+	}
+	if s.auth != nil {
+		s.tokens = cfg.StreamTokens
 	}
 	if s.lease <= 0 {
 		s.lease = engine.DefaultLease

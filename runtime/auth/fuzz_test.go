@@ -1,0 +1,87 @@
+package auth
+
+import (
+	"crypto/sha256"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+// parseErrorForm is the shape of every error of parseTokens: the file, the line number and
+// fixed text, with numbers only. A field of the line would not fit it.
+var parseErrorForm = regexp.MustCompile(`^tokens file fuzz: line [0-9]+: (` +
+	`want 3 comma-separated fields token,principal,namespaces, got [0-9]+|` +
+	`the token is empty|` +
+	`the token holds a character other than visible ASCII|` +
+	`the principal is empty|` +
+	`the principal is not valid UTF-8 or holds a control character|` +
+	`namespace [0-9]+ is empty|` +
+	`namespace [0-9]+ is neither \* nor a DNS-1123 label \(at most 63 lower-case letters, digits and '-', starting and ending with a letter or digit\)|` +
+	`duplicate token \(first on line [0-9]+\)|` +
+	`the principal is also on line [0-9]+, with other namespaces)$`)
+
+// FuzzParseTokens checks that parseTokens either fails with an error of the fixed form,
+// which cannot hold a token, or returns a set in which every token of the file maps to
+// the principal of its line.
+func FuzzParseTokens(f *testing.F) {
+	f.Add("tok,alice,team-a\n")
+	f.Add("# c\n\n tok , alice , a;b \r\nt2,bob,*\n")
+	f.Add("tok,alice,a\ntok,bob,b\n")
+	f.Add("t1,alice,a\nt2,alice,b\n")
+	f.Add("tok,al,ice,a\n")
+	f.Add("tok,alice,A\n")
+	f.Add("\ufefftok,\x00,a\n")
+	f.Fuzz(func(t *testing.T, data string) {
+		set, err := parseTokens("fuzz", []byte(data))
+		if err != nil {
+			if !parseErrorForm.MatchString(err.Error()) {
+				t.Fatalf("error %q is not of the fixed form", err)
+			}
+			return
+		}
+		for _, line := range strings.Split(strings.TrimPrefix(data, "\ufeff"), "\n") {
+			line = strings.TrimSpace(line)
+			if line == "" || strings.HasPrefix(line, "#") {
+				continue
+			}
+			fields := strings.Split(line, ",")
+			token, principal := strings.TrimSpace(fields[0]), strings.TrimSpace(fields[1])
+			if got := set.byDigest[sha256.Sum256([]byte(token))]; got != principal {
+				t.Fatalf("token of line %q maps to %q", line, got)
+			}
+			if _, ok := set.grants[principal]; !ok {
+				t.Fatalf("principal of line %q has no grant", line)
+			}
+		}
+	})
+}
+
+// FuzzVerifyStreamToken checks that no string but the token Sign returned verifies, and
+// that Verify's errors are the fixed ones.
+func FuzzVerifyStreamToken(f *testing.F) {
+	s, err := NewStreamTokens([]byte("fuzz-key-fuzz-key-fuzz-key-fuzz-key"), time.Minute)
+	if err != nil {
+		f.Fatal(err)
+	}
+	now := time.Date(2026, 12, 2, 13, 0, 0, 0, time.UTC)
+	valid := s.Sign("exe_1", "alice", now)
+	f.Add(valid)
+	f.Add(valid[:len(valid)-1])
+	f.Add(valid + "A")
+	f.Add("")
+	f.Add("AQAAAAAAAAAAYWxpY2U")
+	f.Fuzz(func(t *testing.T, token string) {
+		principal, err := s.Verify(token, "exe_1", now)
+		switch {
+		case token == valid:
+			if err != nil || principal != "alice" {
+				t.Fatalf("the signed token: %q, %v", principal, err)
+			}
+		case err == nil:
+			t.Fatalf("%q verified as %q", token, principal)
+		case err != errStreamTokenMalformed && err != errStreamTokenInvalid && err != errStreamTokenExpired: //nolint:errorlint // the exact values are the contract
+			t.Fatalf("unexpected error %v", err)
+		}
+	})
+}

@@ -1,0 +1,276 @@
+package httpapi_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+
+	"github.com/switchboard-dev/switchboard/runtime/auth"
+	"github.com/switchboard-dev/switchboard/runtime/httpapi"
+	"github.com/switchboard-dev/switchboard/runtime/protocol"
+	"github.com/switchboard-dev/switchboard/runtime/routing"
+)
+
+// Callers in static mode (spec/authentication.md): alice may use team-a, bob team-b,
+// carol both. The tokens are canaries: none may appear in any answer.
+const (
+	aliceToken = "tok-alice-canary-0123456789"
+	bobToken   = "tok-bob-canary-0123456789"
+	carolToken = "tok-carol-canary-0123456789"
+)
+
+func inNamespace(ns, name string, abilities ...string) routing.Deployment {
+	d := textModel(name)
+	d.Ref.Namespace = ns
+	if len(abilities) > 0 {
+		d.Abilities = abilities
+	}
+	return d
+}
+
+// newAuthEnv is an environment with static authentication and stream tokens.
+func newAuthEnv(t *testing.T, opts ...envOption) *env {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "tokens")
+	lines := aliceToken + ",alice,team-a\n" + bobToken + ",bob,team-b\n" + carolToken + ",carol,team-a;team-b\n"
+	if err := os.WriteFile(path, []byte(lines), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	static, err := auth.Static(t.Context(), path, logr.Discard())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tokens, err := auth.NewStreamTokens(auth.GenerateKey(), time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts = append([]envOption{
+		withDeployments(inNamespace("team-a", "small"), inNamespace("team-b", "small"),
+			inNamespace("team-b", "summarizer", "summarize")),
+		withAPI(func(c *httpapi.Config) { c.Auth, c.StreamTokens = &static, tokens }),
+	}, opts...)
+	return newEnv(t, opts...)
+}
+
+type answer struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+// call makes one request as the caller with token (none if empty).
+func (e *env) call(t *testing.T, method, path, token, body string, header ...string) answer {
+	t.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(t.Context(), method, e.srv.URL+path, rd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	resp, err := e.srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	for _, canary := range []string{aliceToken, bobToken, carolToken} {
+		if bytes.Contains(b, []byte(canary)) {
+			t.Errorf("%s %s: a caller's token appears in the answer", method, path)
+		}
+	}
+	return answer{resp.StatusCode, resp.Header, b}
+}
+
+func (a answer) code(t *testing.T) protocol.Code {
+	t.Helper()
+	var body protocol.ErrorBody
+	if err := json.Unmarshal(a.body, &body); err != nil || body.Error == nil {
+		t.Fatalf("status %d without an error body: %s", a.status, a.body)
+	}
+	return body.Error.Code
+}
+
+type accepted struct {
+	ID    string `json:"id"`
+	Links struct {
+		Events string `json:"events"`
+		Result string `json:"result"`
+	} `json:"links"`
+}
+
+func (e *env) submitAs(t *testing.T, token, ability string, header ...string) accepted {
+	t.Helper()
+	a := e.call(t, http.MethodPost, "/v1/executions", token, `{"ability":"`+ability+`","input":[{"type":"text","text":"hi"}]}`, header...)
+	if a.status != http.StatusAccepted {
+		t.Fatalf("submit as %s: %d %s", token[:7], a.status, a.body)
+	}
+	var acc accepted
+	if err := json.Unmarshal(a.body, &acc); err != nil {
+		t.Fatal(err)
+	}
+	return acc
+}
+
+func TestAuthentication(t *testing.T) {
+	e := newAuthEnv(t)
+	body := `{"ability":"chat","input":[{"type":"text","text":"hi"}]}`
+	for _, token := range []string{"", "not-a-known-token"} {
+		a := e.call(t, http.MethodPost, "/v1/executions", token, body)
+		if a.status != http.StatusUnauthorized || a.code(t) != protocol.CodeUnauthenticated ||
+			!strings.HasPrefix(a.header.Get("WWW-Authenticate"), "Bearer") {
+			t.Errorf("token %q: %d %s %q, want 401 unauthenticated with a Bearer challenge", token, a.status, a.body, a.header.Get("WWW-Authenticate"))
+		}
+	}
+	if a := e.call(t, http.MethodGet, "/v1/executions/exe_x", "", ""); a.status != http.StatusUnauthorized {
+		t.Errorf("status read without a token: %d, want 401", a.status)
+	}
+	if e.calls.Load() != 0 {
+		t.Error("an unauthenticated request reached the provider")
+	}
+}
+
+// Routing sees only the caller's namespaces: an ability served only elsewhere is
+// answered as if nothing served it, naming nothing of the other namespace.
+func TestRoutingSeesOnlyTheCallersNamespaces(t *testing.T) {
+	e := newAuthEnv(t)
+	acc := e.submitAs(t, aliceToken, "chat")
+	st := e.call(t, http.MethodGet, "/v1/executions/"+acc.ID, aliceToken, "")
+	e.waitDone(t, acc.ID, aliceToken)
+	var status protocol.ExecutionStatus
+	st = e.call(t, http.MethodGet, "/v1/executions/"+acc.ID, aliceToken, "")
+	if err := json.Unmarshal(st.body, &status); err != nil || status.Route == nil || !strings.HasPrefix(status.Route.Deployment, "team-a/") {
+		t.Errorf("alice's execution ran on %+v (%v), want team-a's model", status.Route, err)
+	}
+
+	a := e.call(t, http.MethodPost, "/v1/executions", aliceToken, `{"ability":"summarize","input":[{"type":"text","text":"hi"}]}`)
+	if a.status != http.StatusUnprocessableEntity || a.code(t) != protocol.CodeUnsupportedCapability ||
+		bytes.Contains(a.body, []byte("team-b")) || bytes.Contains(a.body, []byte("summarizer")) {
+		t.Errorf("ability served only in team-b: %d %s, want 422 naming nothing of team-b", a.status, a.body)
+	}
+	if acc := e.submitAs(t, bobToken, "summarize"); acc.ID == "" {
+		t.Error("bob cannot use his own namespace's model")
+	}
+}
+
+// A caller allowed in no namespace that holds models gets 403.
+func TestCallerWithoutNamespaceIsDenied(t *testing.T) {
+	e := newAuthEnv(t, withDeployments(inNamespace("team-c", "small")))
+	a := e.call(t, http.MethodPost, "/v1/executions", aliceToken, `{"ability":"chat","input":[{"type":"text","text":"hi"}]}`)
+	if a.status != http.StatusForbidden || a.code(t) != protocol.CodePermissionDenied {
+		t.Errorf("%d %s, want 403 permission_denied", a.status, a.body)
+	}
+}
+
+// An execution belongs to its creator: another caller gets 404 for its status, result,
+// events and cancel, unless allowed to read (get) or cancel (update) in its namespace.
+func TestExecutionsAreIsolated(t *testing.T) {
+	e := newAuthEnv(t)
+	e.setScript(hang)
+	acc := e.submitAs(t, aliceToken, "chat")
+	base := "/v1/executions/" + acc.ID
+	for _, r := range []struct{ method, path string }{
+		{http.MethodGet, base}, {http.MethodGet, base + "/result"}, {http.MethodGet, base + "/events"},
+		{http.MethodPost, base + "/cancel"},
+	} {
+		if a := e.call(t, r.method, r.path, bobToken, "", "Accept", "application/json"); a.status != http.StatusNotFound || a.code(t) != protocol.CodeNotFound {
+			t.Errorf("bob %s %s: %d %s, want 404", r.method, r.path, a.status, a.body)
+		}
+		if a := e.call(t, r.method, r.path, carolToken, "", "Accept", "application/json"); a.status >= 300 {
+			t.Errorf("carol (allowed in team-a) %s %s: %d %s, want it served", r.method, r.path, a.status, a.body)
+		}
+	}
+	e.waitDone(t, acc.ID, aliceToken)
+}
+
+// Idempotency keys are scoped to the principal: the same key from two callers makes two
+// executions.
+func TestIdempotencyKeysPerPrincipal(t *testing.T) {
+	e := newAuthEnv(t)
+	a := e.submitAs(t, aliceToken, "chat", "Idempotency-Key", "shared-key")
+	c := e.submitAs(t, carolToken, "chat", "Idempotency-Key", "shared-key")
+	if a.ID == c.ID {
+		t.Errorf("two principals' submissions with one key share execution %s", a.ID)
+	}
+	if again := e.submitAs(t, aliceToken, "chat", "Idempotency-Key", "shared-key"); again.ID != a.ID {
+		t.Errorf("alice's replay gave %s, want her execution %s", again.ID, a.ID)
+	}
+}
+
+// The signed links of the 202 body open that execution's events and result without an
+// Authorization header, and nothing else.
+func TestStreamTokenLinks(t *testing.T) {
+	e := newAuthEnv(t)
+	acc := e.submitAs(t, aliceToken, "chat")
+	other := e.submitAs(t, aliceToken, "chat")
+	e.waitDone(t, acc.ID, aliceToken)
+	for _, link := range []string{acc.Links.Events, acc.Links.Result} {
+		u, err := url.Parse(link)
+		if err != nil || u.Query().Get("token") == "" {
+			t.Fatalf("link %q has no token", link)
+		}
+		if a := e.call(t, http.MethodGet, link, "", "", "Accept", "application/json"); a.status != http.StatusOK {
+			t.Errorf("GET %s without Authorization: %d %s, want 200", u.Path, a.status, a.body)
+		}
+		token := u.Query().Get("token")
+		otherPath := strings.Replace(u.Path, acc.ID, other.ID, 1) + "?token=" + token
+		if a := e.call(t, http.MethodGet, otherPath, "", "", "Accept", "application/json"); a.status != http.StatusUnauthorized {
+			t.Errorf("token used for another execution: %d, want 401", a.status)
+		}
+		for i := range token {
+			altered := []byte(token)
+			altered[i] ^= 0x01
+			if a := e.call(t, http.MethodGet, u.Path+"?token="+url.QueryEscape(string(altered)), "", "", "Accept", "application/json"); a.status != http.StatusUnauthorized {
+				t.Fatalf("token altered at byte %d: %d, want 401", i, a.status)
+			}
+		}
+	}
+	// The token reads; it does not cancel or read the status.
+	u, _ := url.Parse(acc.Links.Events)
+	q := "?token=" + u.Query().Get("token")
+	for _, r := range []struct{ method, path string }{{http.MethodGet, "/v1/executions/" + acc.ID + q}, {http.MethodPost, "/v1/executions/" + acc.ID + "/cancel" + q}} {
+		if a := e.call(t, r.method, r.path, "", ""); a.status != http.StatusUnauthorized {
+			t.Errorf("%s %s with only a stream token: %d, want 401", r.method, r.path, a.status)
+		}
+	}
+}
+
+// waitDone waits until execution id is terminal, as token's caller sees it.
+func (e *env) waitDone(t *testing.T, id, token string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), waitTimeout)
+	defer cancel()
+	for ctx.Err() == nil {
+		a := e.call(t, http.MethodGet, "/v1/executions/"+id, token, "")
+		var st protocol.ExecutionStatus
+		if a.status == http.StatusOK && json.Unmarshal(a.body, &st) == nil &&
+			(st.Status == protocol.StatusCompleted || st.Status == protocol.StatusFailed) {
+			return
+		}
+		if a.status == http.StatusOK && st.Status == protocol.StatusRunning {
+			e.call(t, http.MethodPost, "/v1/executions/"+id+"/cancel", token, "")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Fatalf("execution %s did not end", id)
+}
