@@ -25,6 +25,12 @@ import (
 // +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;patch
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 
+// The execution API identifies callers by TokenReview and authorizes them by
+// SubjectAccessReview (spec/authentication.md); the secure /metrics endpoint checks its
+// scrapers the same way.
+// +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
+// +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
+
 // secretNameField indexes ModelDeployments by the name of the Secret they reference, so a
 // Secret change re-reconciles exactly the deployments that use it.
 const secretNameField = ".spec.credentials.secretRef.name"

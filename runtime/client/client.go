@@ -25,6 +25,7 @@ type Client struct {
 	hc        *http.Client
 	userAgent string
 	backoff   Backoff
+	token     tokenSource // nil: no Authorization header
 }
 
 // Option configures a Client.
@@ -69,7 +70,10 @@ func New(baseURL string, opts ...Option) (*Client, error) {
 	return c, nil
 }
 
-// Links are the paths of an execution's resources, relative to the runtime's root.
+// Links are the paths of an execution's resources, relative to the runtime's root. When
+// the runtime authenticates its callers, Events and Result carry a signed read token
+// (?token=…) for clients that cannot send an Authorization header, such as a browser's
+// EventSource (spec/authentication.md): treat them as credentials, and do not log them.
 type Links struct {
 	Self   string `json:"self"`
 	Events string `json:"events"`
@@ -213,6 +217,13 @@ func (c *Client) newRequest(ctx context.Context, method, path string, body []byt
 	req.Header.Set("Accept", "application/json")
 	if c.userAgent != "" {
 		req.Header.Set("User-Agent", c.userAgent)
+	}
+	if c.token != nil {
+		tok, err := c.token.token()
+		if err != nil {
+			return nil, err
+		}
+		req.Header.Set("Authorization", "Bearer "+tok)
 	}
 	return req, nil
 }

@@ -10,5 +10,9 @@
 // FollowResult folds the events with protocol's Apply, the same function the server uses
 // for GET /result, so both produce the same snapshot for the same events.
 //
+// WithBearerToken and WithTokenFile authenticate the client to a runtime that checks its
+// callers (spec/authentication.md); WithTokenFile follows a projected ServiceAccount token
+// as the kubelet rotates it.
+//
 // Errors answered by the server are *Error values carrying the portable protocol.Error.
 package client
