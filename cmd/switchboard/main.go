@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -23,16 +24,21 @@ import (
 	"golang.org/x/sync/errgroup"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/switchboard-dev/switchboard/api/v1alpha1"
 	"github.com/switchboard-dev/switchboard/controllers"
+	"github.com/switchboard-dev/switchboard/runtime/auth"
+	"github.com/switchboard-dev/switchboard/runtime/auth/kubeauth"
 	"github.com/switchboard-dev/switchboard/runtime/engine"
 	"github.com/switchboard-dev/switchboard/runtime/eventstore"
 	"github.com/switchboard-dev/switchboard/runtime/eventstore/memory"
@@ -74,6 +80,13 @@ type options struct {
 	redis           redisconn.Config
 	redisWait       int
 	retention       time.Duration
+	authMode        string
+	authAudiences   string
+	authTokensFile  string
+	tokenKeyFile    string
+	tokenTTL        time.Duration
+	maxPerPrincipal int
+	metricsSecure   bool
 	zap             zap.Options
 }
 
@@ -101,6 +114,13 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.eventStore, "event-store", "memory", "EventStore implementation: memory (one replica, lost on restart) or redis (several replicas, restarts).")
 	o.redis.RegisterFlags(fs)
 	fs.IntVar(&o.redisWait, "redis-wait-replicas", 0, "With --event-store=redis: after every terminal event, wait (Redis WAIT) until this many Redis replicas have it, narrowing what a failover can lose (spec/redis.md).")
+	fs.StringVar(&o.authMode, "auth", "", "How callers are identified: none, kubernetes (TokenReview and RBAC) or static (--auth-tokens-file). Default: kubernetes in cluster mode, none standalone.")
+	fs.StringVar(&o.authAudiences, "auth-audiences", "switchboard", "Comma-separated audiences a caller's token must be issued for (--auth=kubernetes).")
+	fs.StringVar(&o.authTokensFile, "auth-tokens-file", "", "File of lines token,principal,namespace[;namespace…] (* for all) for --auth=static; re-read when it changes.")
+	fs.StringVar(&o.tokenKeyFile, "stream-token-key-file", "", "File holding the key (at least 32 bytes) that signs the read tokens of stream links; default: a key generated once and shared by all replicas through the EventStore.")
+	fs.DurationVar(&o.tokenTTL, "stream-token-ttl", 15*time.Minute, "Lifetime of the signed read tokens in the links of a new execution.")
+	fs.IntVar(&o.maxPerPrincipal, "max-concurrent-per-principal", 0, "Executions one caller may run at once on this replica; more are refused with rate_limited. 0: no limit.")
+	fs.BoolVar(&o.metricsSecure, "metrics-secure", true, "In cluster mode, serve /metrics over TLS to callers whose token RBAC allows get on /metrics; false serves plain HTTP.")
 	fs.DurationVar(&o.retention, "retention", 0, "How long terminal executions are kept (default 1h for memory, 24h for redis).")
 	o.zap.BindFlags(fs)
 	if err := fs.Parse(args); err != nil {
@@ -112,12 +132,31 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	if o.idempotencyTTL < 24*time.Hour {
 		return nil, fmt.Errorf("--idempotency-ttl must be at least 24h, got %s", o.idempotencyTTL)
 	}
+	if o.authMode == "" {
+		o.authMode = "kubernetes"
+		if o.manifests != "" {
+			o.authMode = "none"
+		}
+	}
+	switch o.authMode {
+	case "none", "kubernetes":
+	case "static":
+		if o.authTokensFile == "" {
+			return nil, errors.New("--auth=static needs --auth-tokens-file")
+		}
+	default:
+		return nil, fmt.Errorf("--auth: unknown mode %q (want none, kubernetes or static)", o.authMode)
+	}
+	if o.authMode == "kubernetes" && o.manifests != "" {
+		return nil, errors.New("--auth=kubernetes needs cluster mode; use none or static with --manifests")
+	}
 	if o.maxEvents < engine.MinMaxEvents {
 		return nil, fmt.Errorf("--max-events-per-execution must be at least %d, got %d", engine.MinMaxEvents, o.maxEvents)
 	}
 	if o.maxRequestBytes <= 0 || o.maxConcurrent <= 0 || o.cleanupGrace <= 0 || o.retention < 0 ||
 		o.sseKeepAlive <= 0 || o.sseWriteTimeout <= 0 || o.readTimeout <= 0 || o.idleTimeout <= 0 ||
-		o.maxOutputBytes <= 0 || o.executionLease <= 0 || o.shutdownGrace < 0 || o.redisWait < 0 {
+		o.maxOutputBytes <= 0 || o.executionLease <= 0 || o.shutdownGrace < 0 || o.redisWait < 0 ||
+		o.tokenTTL <= 0 || o.maxPerPrincipal < 0 {
 		return nil, errors.New("sizes, counts and durations must be positive")
 	}
 	return o, nil
@@ -132,23 +171,36 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	log := zap.New(zap.UseFlagOptions(&o.zap))
 	ctrl.SetLogger(log)
 
+	// In cluster mode the API server holds the models and reviews the callers' tokens.
+	var kubeConfig *rest.Config
+	if o.manifests == "" {
+		if kubeConfig, err = ctrl.GetConfig(); err != nil {
+			return fmt.Errorf("load kubeconfig: %w", err)
+		}
+	}
+
 	store, closeStore, err := openStore(ctx, o, log)
 	if err != nil {
 		return err
 	}
 	defer closeStore()
+	callers, tokens, err := openAuth(ctx, o, kubeConfig, store, log.WithName("auth"))
+	if err != nil {
+		return err
+	}
 
 	holder := &routing.Holder{}
 	eng := engine.New(engine.Config{
-		Store:          store,
-		Table:          holder,
-		Providers:      providers(),
-		MaxConcurrent:  o.maxConcurrent,
-		CleanupGrace:   o.cleanupGrace,
-		MaxEvents:      o.maxEvents,
-		MaxOutputBytes: o.maxOutputBytes,
-		Replica:        replicaName(),
-		Lease:          o.executionLease,
+		Store:           store,
+		Table:           holder,
+		Providers:       providers(),
+		MaxConcurrent:   o.maxConcurrent,
+		MaxPerPrincipal: o.maxPerPrincipal,
+		CleanupGrace:    o.cleanupGrace,
+		MaxEvents:       o.maxEvents,
+		MaxOutputBytes:  o.maxOutputBytes,
+		Replica:         replicaName(),
+		Lease:           o.executionLease,
 		// Replicas share a Redis store: the executions a stopping replica still runs
 		// are handed over to the others. The memory store has no others.
 		HandOver: o.eventStore == "redis",
@@ -196,6 +248,8 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		SSEKeepAlive:    o.sseKeepAlive,
 		SSEWriteTimeout: o.sseWriteTimeout,
 		ExecutionLease:  o.executionLease,
+		Auth:            callers,
+		StreamTokens:    tokens,
 		Logger:          log.WithName("httpapi"),
 	}))
 	api.BaseContext = func(net.Listener) context.Context { return serving }
@@ -204,7 +258,54 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	if o.manifests != "" {
 		return runStandalone(serving, o, holder, ready, api, log)
 	}
-	return runInCluster(serving, o, holder, ready, api)
+	return runInCluster(serving, o, kubeConfig, holder, ready, api)
+}
+
+// openAuth builds what --auth selects (spec/authentication.md): nil for none, and the
+// signer of stream links, whose key comes from --stream-token-key-file or is generated
+// once and shared by every replica through the store.
+func openAuth(ctx context.Context, o *options, kubeConfig *rest.Config, store eventstore.Store, log logr.Logger) (*auth.Auth, *auth.StreamTokens, error) {
+	var a auth.Auth
+	switch o.authMode {
+	case "none":
+		return nil, nil, nil
+	case "static":
+		var err error
+		if a, err = auth.Static(ctx, o.authTokensFile, log); err != nil {
+			return nil, nil, fmt.Errorf("--auth-tokens-file: %w", err)
+		}
+	case "kubernetes":
+		client, err := kubernetes.NewForConfig(kubeConfig)
+		if err != nil {
+			return nil, nil, fmt.Errorf("kubernetes client for authentication: %w", err)
+		}
+		var audiences []string
+		for a := range strings.SplitSeq(o.authAudiences, ",") {
+			if a = strings.TrimSpace(a); a != "" {
+				audiences = append(audiences, a)
+			}
+		}
+		if a, err = kubeauth.New(ctx, kubeauth.Config{Client: client, Audiences: audiences}); err != nil {
+			return nil, nil, fmt.Errorf("--auth=kubernetes: %w", err)
+		}
+	}
+	var key []byte
+	if o.tokenKeyFile != "" {
+		var err error
+		if key, err = os.ReadFile(o.tokenKeyFile); err != nil {
+			return nil, nil, fmt.Errorf("--stream-token-key-file: %w", err)
+		}
+	} else {
+		var err error
+		if key, err = store.Secret(ctx, "stream-token-key", auth.GenerateKey()); err != nil {
+			return nil, nil, fmt.Errorf("stream token key from the event store: %w", err)
+		}
+	}
+	tokens, err := auth.NewStreamTokens(key, o.tokenTTL)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--stream-token-key-file: %w", err)
+	}
+	return &a, tokens, nil
 }
 
 // replicaName names this replica as the holder of execution leases: the host name (the
@@ -258,18 +359,22 @@ func openStore(ctx context.Context, o *options, log logr.Logger) (eventstore.Sto
 
 // runInCluster runs the controller manager; the runtime's HTTP server is one of its
 // runnables, on every replica.
-func runInCluster(ctx context.Context, o *options, holder *routing.Holder, ready readiness, api *http.Server) error {
+func runInCluster(ctx context.Context, o *options, cfg *rest.Config, holder *routing.Holder, ready readiness, api *http.Server) error {
 	scheme := runtime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
 	utilruntime.Must(v1alpha1.AddToScheme(scheme))
 
-	cfg, err := ctrl.GetConfig()
-	if err != nil {
-		return fmt.Errorf("load kubeconfig: %w", err)
+	// /metrics over TLS, for callers whose token RBAC allows get on /metrics, as
+	// kubebuilder scaffolds it (spec/http-api.md, "Status"); a self-signed certificate
+	// unless one is mounted.
+	metrics := metricsserver.Options{BindAddress: o.metricsAddr}
+	if o.metricsSecure {
+		metrics.SecureServing = true
+		metrics.FilterProvider = filters.WithAuthenticationAndAuthorization
 	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 scheme,
-		Metrics:                metricsserver.Options{BindAddress: o.metricsAddr},
+		Metrics:                metrics,
 		HealthProbeBindAddress: o.probeAddr,
 		LeaderElection:         o.leaderElect,
 		LeaderElectionID:       "switchboard.ai.switchboard.dev",

@@ -10,6 +10,9 @@
 //     executions.ai.switchboard.dev;
 //   - static: a tokens file for standalone use, re-read when it changes.
 //
+// None and Static build the first and last; the kubernetes mode lives in the subpackage
+// kubeauth, which keeps the Kubernetes dependency tree out of this package.
+//
 // The package also signs and verifies the short-lived, read-only stream tokens that let
 // a browser's EventSource follow one execution without an Authorization header
 // (StreamTokens).
@@ -78,8 +81,10 @@ type Authenticator interface {
 // Authorizer decides what a principal may do with the executions of a namespace.
 type Authorizer interface {
 	// Allowed reports whether p may perform verb (VerbCreate, VerbGet, VerbUpdate) on
-	// executions in namespace ns. An error means it could not decide (the API server did
-	// not answer); callers refuse then.
+	// executions in namespace ns; ns "" asks whether p may do so in every namespace at
+	// once (a ClusterRoleBinding, or * in the tokens file). A nil p is allowed nothing.
+	// An error means it could not decide (the API server did not answer; it wraps
+	// ErrUnavailable); callers refuse then.
 	Allowed(ctx context.Context, p *Principal, verb, ns string) (bool, error)
 }
 

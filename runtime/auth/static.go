@@ -20,10 +20,10 @@ import (
 
 // tokensFilePollInterval is how often Static looks at the tokens file. The file is read
 // and hashed on every tick rather than watched with fsnotify: a Kubernetes Secret or
-// ConfigMap volume is updated by swapping a symbolic link to a new directory, and an
-// editor or `mv` replaces the file, and both end a watch on the file itself without
-// reporting the new content; watching the directory instead needs the same content
-// comparison anyway. Hashing rather than comparing modification time and size also
+// ConfigMap volume is updated by swapping a symbolic link to a new directory, and many
+// editors and `mv` replace the file, so a watch on the file keeps watching the old one
+// and at best reports its removal; watching the directory instead needs the same
+// content comparison anyway. Hashing rather than comparing modification time and size also
 // catches a rewrite in place within the file system's timestamp granularity. The file is
 // small (at most maxTokensFileSize), so two reads a second cost microseconds, and a
 // removed token is refused well within the 2 s spec/authentication.md allows (see watch).

@@ -227,18 +227,18 @@ func TestStaticReloads(t *testing.T) {
 
 	t.Run("token added", func(t *testing.T) {
 		rewrite(t, path, "tok-a,alice,team-a\n"+canary+",bob,*\ntok-c,carol,team-c\n")
-		within(t, reloadBound, func() bool { return principal("tok-c") == "carol" })
+		withinReloadBound(t, func() bool { return principal("tok-c") == "carol" })
 		if !allowed("carol", "team-c") || principal("tok-a") != "alice" {
 			t.Error("the reload lost an entry")
 		}
 	})
 	t.Run("namespaces changed", func(t *testing.T) {
 		rewrite(t, path, "tok-a,alice,team-b\n"+canary+",bob,*\ntok-c,carol,team-c\n")
-		within(t, reloadBound, func() bool { return allowed("alice", "team-b") && !allowed("alice", "team-a") })
+		withinReloadBound(t, func() bool { return allowed("alice", "team-b") && !allowed("alice", "team-a") })
 	})
 	t.Run("token removed", func(t *testing.T) {
 		rewrite(t, path, "tok-a,alice,team-b\ntok-c,carol,team-c\n")
-		within(t, reloadBound, func() bool { return principal(canary) == "" })
+		withinReloadBound(t, func() bool { return principal(canary) == "" })
 		if allowed("bob", "team-a") {
 			t.Error("a principal no longer in the file is still allowed")
 		}
@@ -251,11 +251,11 @@ func TestStaticReloads(t *testing.T) {
 		if err := os.Rename(tmp, path); err != nil {
 			t.Fatal(err)
 		}
-		within(t, reloadBound, func() bool { return principal("tok-d") == "dave" && principal("tok-a") == "" })
+		withinReloadBound(t, func() bool { return principal("tok-d") == "dave" && principal("tok-a") == "" })
 	})
 	t.Run("invalid file keeps the previous tokens", func(t *testing.T) {
 		rewrite(t, path, "tok-d,dave,team-d\n"+canary+",bob,NOT-A-NAMESPACE\n")
-		within(t, reloadBound, func() bool { return logs.contains("Invalid tokens file") })
+		withinReloadBound(t, func() bool { return logs.contains("Invalid tokens file") })
 		if principal("tok-d") != "dave" || principal(canary) != "" {
 			t.Error("an invalid file changed the tokens in force")
 		}
@@ -267,12 +267,12 @@ func TestStaticReloads(t *testing.T) {
 		if err := os.Remove(path); err != nil {
 			t.Fatal(err)
 		}
-		within(t, reloadBound, func() bool { return logs.contains("Cannot read the tokens file") })
+		withinReloadBound(t, func() bool { return logs.contains("Cannot read the tokens file") })
 		if principal("tok-d") != "dave" {
 			t.Error("a missing file changed the tokens in force")
 		}
 		rewrite(t, path, "tok-e,erin,team-e\n")
-		within(t, reloadBound, func() bool { return principal("tok-e") == "erin" && principal("tok-d") == "" })
+		withinReloadBound(t, func() bool { return principal("tok-e") == "erin" && principal("tok-d") == "" })
 	})
 	if out := logs.String(); strings.Contains(out, canary) || strings.Contains(out, "7f3a9c") {
 		t.Errorf("the log discloses a token:\n%s", out)
@@ -371,13 +371,13 @@ func bearer(token string) *http.Request {
 	return r
 }
 
-// within fails t unless cond holds within bound.
-func within(t *testing.T, bound time.Duration, cond func() bool) {
+// withinReloadBound fails t unless cond holds within reloadBound.
+func withinReloadBound(t *testing.T, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(bound)
+	deadline := time.Now().Add(reloadBound)
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatalf("not within %v", bound)
+			t.Fatalf("not within %v", reloadBound)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}

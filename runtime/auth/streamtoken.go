@@ -49,7 +49,7 @@ var (
 var streamTokenEncoding = base64.RawURLEncoding.Strict()
 
 // StreamTokens signs and verifies stream tokens (spec/authentication.md): short-lived
-// credentials that let the bearer read one execution — status, result, events — as the
+// credentials that let the bearer read one execution (its events and result) as the
 // principal that created it, from a URL's ?token= parameter, since a browser's
 // EventSource cannot send an Authorization header. A token is URL-safe (base64url without
 // padding) and carries the principal and its expiry, authenticated by HMAC-SHA256 over
@@ -135,8 +135,9 @@ func (s *StreamTokens) mac(executionID string, body []byte) []byte {
 // decoder alone would also skip line breaks, which a token never contains.
 func base64URL(s string) bool {
 	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !('A' <= c && c <= 'Z' || 'a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '-' || c == '_') {
+		switch c := s[i]; {
+		case 'A' <= c && c <= 'Z', 'a' <= c && c <= 'z', '0' <= c && c <= '9', c == '-', c == '_':
+		default:
 			return false
 		}
 	}
