@@ -261,6 +261,9 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	return runInCluster(serving, o, kubeConfig, holder, ready, api)
 }
 
+// reviewClientQPS bounds the token and access reviews one replica sends per second.
+const reviewClientQPS = 200
+
 // openAuth builds what --auth selects (spec/authentication.md): nil for none, and the
 // signer of stream links, whose key comes from --stream-token-key-file or is generated
 // once and shared by every replica through the store.
@@ -275,7 +278,12 @@ func openAuth(ctx context.Context, o *options, kubeConfig *rest.Config, store ev
 			return nil, nil, fmt.Errorf("--auth-tokens-file: %w", err)
 		}
 	case "kubernetes":
-		client, err := kubernetes.NewForConfig(kubeConfig)
+		// Every new caller, and every cache expiry, costs a TokenReview and a
+		// SubjectAccessReview: client-go's default of 5 requests per second would queue
+		// them behind each other.
+		reviewConfig := rest.CopyConfig(kubeConfig)
+		reviewConfig.QPS, reviewConfig.Burst = reviewClientQPS, 2*reviewClientQPS
+		client, err := kubernetes.NewForConfig(reviewConfig)
 		if err != nil {
 			return nil, nil, fmt.Errorf("kubernetes client for authentication: %w", err)
 		}

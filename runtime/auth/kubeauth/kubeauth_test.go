@@ -366,7 +366,7 @@ func TestNewRefusesBadConfig(t *testing.T) {
 }
 
 // newClusterRole creates a ClusterRole granting verb on executions.ai.switchboard.dev.
-func newClusterRole(t *testing.T, prefix, verb string) string {
+func newClusterRole(t testing.TB, prefix, verb string) string {
 	t.Helper()
 	role, err := admin.RbacV1().ClusterRoles().Create(t.Context(), &rbacv1.ClusterRole{
 		ObjectMeta: metav1.ObjectMeta{GenerateName: "switchboard-" + prefix + "-"},
@@ -386,7 +386,7 @@ func newClusterRole(t *testing.T, prefix, verb string) string {
 }
 
 // bind binds the ClusterRole role to the ServiceAccount saNamespace/sa in ns.
-func bind(t *testing.T, ns, role, saNamespace, sa string) {
+func bind(t testing.TB, ns, role, saNamespace, sa string) {
 	t.Helper()
 	_, err := admin.RbacV1().RoleBindings(ns).Create(t.Context(), &rbacv1.RoleBinding{
 		ObjectMeta: metav1.ObjectMeta{GenerateName: sa + "-"},

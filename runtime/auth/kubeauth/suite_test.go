@@ -81,7 +81,11 @@ func setUp(cfg *rest.Config) error {
 	if err != nil {
 		return err
 	}
-	if runtimeClient, err = kubernetes.NewForConfig(user.Config()); err != nil {
+	// As the binary does (cmd/switchboard: reviewClientQPS): reviews are not throttled
+	// to client-go's default of 5 per second.
+	runtimeConfig := user.Config()
+	runtimeConfig.QPS, runtimeConfig.Burst = 200, 400
+	if runtimeClient, err = kubernetes.NewForConfig(runtimeConfig); err != nil {
 		return err
 	}
 	_, err = admin.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
@@ -115,7 +119,7 @@ func newAuth(t *testing.T, cfg kubeauth.Config) auth.Auth {
 }
 
 // newNamespace creates a namespace of its own for one test, named prefix-<random>.
-func newNamespace(t *testing.T, prefix string) string {
+func newNamespace(t testing.TB, prefix string) string {
 	t.Helper()
 	ns, err := admin.CoreV1().Namespaces().Create(t.Context(), &corev1.Namespace{
 		ObjectMeta: metav1.ObjectMeta{GenerateName: prefix + "-"},
@@ -129,7 +133,7 @@ func newNamespace(t *testing.T, prefix string) string {
 	return ns.Name
 }
 
-func newServiceAccount(t *testing.T, ns, name string) *corev1.ServiceAccount {
+func newServiceAccount(t testing.TB, ns, name string) *corev1.ServiceAccount {
 	t.Helper()
 	sa, err := admin.CoreV1().ServiceAccounts(ns).Create(t.Context(), &corev1.ServiceAccount{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
@@ -143,7 +147,7 @@ func newServiceAccount(t *testing.T, ns, name string) *corev1.ServiceAccount {
 // tokenFor mints a token for the ServiceAccount ns/name with TokenRequest, for audiences
 // (the API server's own audience when none), valid for the minimum lifetime TokenRequest
 // allows, ten minutes.
-func tokenFor(t *testing.T, ns, name string, audiences ...string) string {
+func tokenFor(t testing.TB, ns, name string, audiences ...string) string {
 	t.Helper()
 	seconds := int64(600)
 	tr, err := admin.CoreV1().ServiceAccounts(ns).CreateToken(t.Context(), name, &authenticationv1.TokenRequest{
