@@ -43,6 +43,7 @@ func TestMain(m *testing.M) {
 		}
 	}
 	code := m.Run()
+	stopCluster()
 	os.RemoveAll(dir)
 	os.Exit(code)
 }
@@ -99,8 +100,13 @@ func startProcess(tb testing.TB, name string, args ...string) (*lockedBuffer, *p
 // label names this one in failures and in the output logged when the test fails.
 func startLabeled(tb testing.TB, label, name string, args ...string) (*lockedBuffer, *process) {
 	tb.Helper()
+	return startCommand(tb, label, exec.Command(filepath.Join(binDir, name), args...))
+}
+
+// startCommand is startLabeled for a command the test prepared (its environment, say).
+func startCommand(tb testing.TB, label string, cmd *exec.Cmd) (*lockedBuffer, *process) {
+	tb.Helper()
 	out := &lockedBuffer{}
-	cmd := exec.Command(filepath.Join(binDir, name), args...)
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		tb.Fatal(err)

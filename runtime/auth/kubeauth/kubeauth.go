@@ -173,8 +173,12 @@ func (a *authenticator) Authenticate(r *http.Request) (*auth.Principal, error) {
 	// the Authorization header it accepted, which the caller's request keeps. The audience
 	// set on the context is what makes the TokenReview check the token's audience, as
 	// the generic API server's authentication filter does (without it the review would
-	// use the API server's own audiences).
-	ctx := apiserverauthenticator.WithAudiences(r.Context(), a.audiences)
+	// use the API server's own audiences). Without audiences (MetricsFilter) none is
+	// set: an empty set on the context would match no token at all.
+	ctx := r.Context()
+	if len(a.audiences) > 0 {
+		ctx = apiserverauthenticator.WithAudiences(ctx, a.audiences)
+	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "/", http.NoBody)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", auth.ErrUnavailable, err)
