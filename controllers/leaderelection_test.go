@@ -11,7 +11,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/controller-runtime/pkg/config"
@@ -30,10 +29,9 @@ type replica struct {
 
 func startReplica(ctx context.Context) *replica {
 	r := &replica{holder: &routing.Holder{}}
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+	opts := ctrl.Options{
 		Scheme:  scheme,
 		Metrics: metricsserver.Options{BindAddress: "0"},
-		Cache:   cache.Options{DefaultNamespaces: map[string]cache.Config{leaderNamespace: {}}},
 		// Several managers in one process register the same controller names.
 		Controller:              config.Controller{SkipNameValidation: ptr(true)},
 		LeaderElection:          true,
@@ -56,7 +54,9 @@ func startReplica(ctx context.Context) *replica {
 				},
 			}), nil
 		},
-	})
+	}
+	Options{WatchNamespaces: []string{leaderNamespace}}.ApplyTo(&opts)
+	mgr, err := ctrl.NewManager(cfg, opts)
 	Expect(err).NotTo(HaveOccurred())
 	Expect(Setup(mgr, routing.NewRegistry(r.holder))).To(Succeed())
 	go func() {

@@ -20,6 +20,10 @@ import (
 
 // +kubebuilder:rbac:groups=ai.switchboard.dev,resources=modeldeployments,verbs=get;list;watch
 // +kubebuilder:rbac:groups=ai.switchboard.dev,resources=modeldeployments/status,verbs=get;update;patch
+// Secrets: get for the direct read of the one Secret a ModelDeployment references; list
+// and watch for the metadata-only informer that notices rotations. RBAC cannot grant
+// metadata alone, so list also permits reading content the manager never asks for
+// (spec/modeldeployments.md, "What the manager reads").
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
@@ -27,7 +31,10 @@ import (
 // on the elected leader only, writes its status. It runs on every replica, so every
 // replica serves from a complete table.
 type ModelDeploymentReconciler struct {
-	Client   client.Client
+	Client client.Client
+	// Secrets reads a referenced Secret from the API server (mgr.GetAPIReader()): the
+	// manager's cache holds Secret metadata only.
+	Secrets  client.Reader
 	Registry *routing.Registry
 	Recorder recorder.EventRecorder
 	// Elected is closed once this replica leads (at once without leader election). Only
@@ -81,13 +88,14 @@ func (r *ModelDeploymentReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 	return ctrl.Result{}, nil
 }
 
-// resolve reads md's Secret and the policies of its namespace from the cache.
+// resolve reads md's Secret from the API server and the policies of its namespace from
+// the cache.
 func (r *ModelDeploymentReconciler) resolve(ctx context.Context, md *v1alpha1.ModelDeployment) (resolution, error) {
 	var secret *corev1.Secret
 	if c := md.Spec.Credentials; c != nil {
 		s := &corev1.Secret{}
 		key := types.NamespacedName{Namespace: md.Namespace, Name: c.SecretRef.Name}
-		switch err := r.Client.Get(ctx, key, s); {
+		switch err := r.Secrets.Get(ctx, key, s); {
 		case err == nil:
 			secret = s
 		case apierrors.IsNotFound(err):

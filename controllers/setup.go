@@ -9,6 +9,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
@@ -21,9 +22,12 @@ import (
 	"github.com/switchboard-dev/switchboard/runtime/routing"
 )
 
-// Leader election holds a Lease and records its own Events through the core API.
-// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;patch
-// +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
+// Leader election holds a Lease in the manager's own namespace and records its Events
+// about that Lease there, through the core API: a Role in that namespace
+// (config/rbac/role.yaml, bound by leader_election_role_binding.yaml), not the ClusterRole.
+// client-go's Lease lock only gets, creates and updates.
+// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;create;update,namespace=switchboard-system
+// +kubebuilder:rbac:groups="",resources=events,verbs=create;patch,namespace=switchboard-system
 
 // The execution API identifies callers by TokenReview and authorizes them by
 // SubjectAccessReview (spec/authentication.md); the secure /metrics endpoint checks its
@@ -35,9 +39,10 @@ import (
 // Secret change re-reconciles exactly the deployments that use it.
 const secretNameField = ".spec.credentials.secretRef.name"
 
-// Setup registers both reconcilers, the Secret index and the start-up runnables with mgr.
-// Every replica builds the routing table in registry; only the elected leader writes
-// status and Events. holder reports synced once the first complete table is published.
+// Setup registers both reconcilers, the Secret index and the start-up runnables with mgr,
+// created with options to which Options.ApplyTo was applied. Every replica builds the
+// routing table in registry; only the elected leader writes status and Events. holder
+// reports synced once the first complete table is published.
 func Setup(mgr ctrl.Manager, registry *routing.Registry) error {
 	ctx := context.Background()
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &v1alpha1.ModelDeployment{}, secretNameField,
@@ -56,6 +61,7 @@ func Setup(mgr ctrl.Manager, registry *routing.Registry) error {
 	elected := make(chan event.GenericEvent)
 	mdr := &ModelDeploymentReconciler{
 		Client:   mgr.GetClient(),
+		Secrets:  mgr.GetAPIReader(),
 		Registry: registry,
 		Recorder: mgr.GetEventRecorder("switchboard"),
 		Elected:  mgr.Elected(),
@@ -65,9 +71,11 @@ func Setup(mgr ctrl.Manager, registry *routing.Registry) error {
 	if err := ctrl.NewControllerManagedBy(mgr).
 		For(&v1alpha1.ModelDeployment{}).
 		Named("modeldeployment").
+		// Secret metadata only: a new resourceVersion is all a rotation needs to be seen;
+		// the reconciler reads the one Secret it references from the API server.
 		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
 			return deploymentsWhere(ctx, c, o.GetNamespace(), client.MatchingFields{secretNameField: o.GetName()})
-		})).
+		}), builder.OnlyMetadata).
 		Watches(&v1alpha1.CapabilityPolicy{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
 			return deploymentsWhere(ctx, c, o.GetNamespace())
 		})).

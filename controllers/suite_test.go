@@ -31,9 +31,13 @@ import (
 
 // The suite runs the real kube-apiserver and etcd (built by hack/envtest-assets.sh) with
 // the generated CRDs, and one manager with both controllers for all namespaces except
-// leaderNamespace, which the leader-election spec gives to managers of its own.
+// privateNamespaces, which the leader-election and least-privilege specs give to managers
+// of their own.
 
 const leaderNamespace = "leader-election"
+
+var privateNamespaces = []string{leaderNamespace, managerNamespace,
+	clusterWideWatched, clusterWideOther, namespacedWatched, namespacedOther}
 
 var (
 	testEnv   *envtest.Environment
@@ -78,12 +82,17 @@ var _ = BeforeSuite(func() {
 
 	suiteCtx, suiteStop = context.WithCancel(context.Background())
 	holder = &routing.Holder{}
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+	notPrivate := make([]fields.Selector, len(privateNamespaces))
+	for i, ns := range privateNamespaces {
+		notPrivate[i] = fields.OneTermNotEqualSelector("metadata.namespace", ns)
+	}
+	opts := ctrl.Options{
 		Scheme:  scheme,
 		Metrics: metricsserver.Options{BindAddress: "0"},
-		Cache: cache.Options{DefaultFieldSelector: fields.OneTermNotEqualSelector(
-			"metadata.namespace", leaderNamespace)},
-	})
+		Cache:   cache.Options{DefaultFieldSelector: fields.AndSelectors(notPrivate...)},
+	}
+	Options{}.ApplyTo(&opts)
+	mgr, err := ctrl.NewManager(cfg, opts)
 	Expect(err).NotTo(HaveOccurred())
 	Expect(Setup(mgr, routing.NewRegistry(holder))).To(Succeed())
 	go func() {

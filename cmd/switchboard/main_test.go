@@ -32,6 +32,9 @@ func TestFlagValidation(t *testing.T) {
 		"--read-timeout=0s":             "must be positive",
 		"--idle-timeout=-1s":            "must be positive",
 		"--execution-lease=0s":          "must be positive",
+		"--watch-namespaces=Bad_Name":   "RFC 1123 label",
+		"--auth=ldap":                   "unknown mode",
+		"--auth=static":                 "needs --auth-tokens-file",
 		"--shutdown-grace=-1s":          "must be positive",
 		"stray":                         "unexpected arguments",
 	} {
