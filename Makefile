@@ -4,7 +4,8 @@ SHELL := /usr/bin/env bash -o pipefail
 .SHELLFLAGS := -ec
 
 CONTROLLER_GEN ?= go run sigs.k8s.io/controller-tools/cmd/controller-gen@v0.23.0
-HELM ?= go run helm.sh/helm/v4/cmd/helm@v4.3.2
+# Helm is built from the Go module proxy, pinned by hack/tools/helm, into bin/helm once.
+HELM ?= hack/helm.sh
 
 # Envtest binaries (kube-apiserver, etcd, kubectl) are built from source into bin/k8s by
 # hack/envtest-assets.sh; envtest and the kubectl specs find them here.
@@ -34,9 +35,10 @@ generate: ## Generate deepcopy code and the execution-request JSON Schema.
 	go run ./hack/genschema
 
 .PHONY: manifests
-manifests: ## Generate CRDs and RBAC into config/.
+manifests: ## Generate CRDs and RBAC into config/ and copy them into charts/switchboard (with its values table).
 	$(CONTROLLER_GEN) crd rbac:roleName=switchboard-manager paths="./api/..." paths="./controllers/..." \
 		output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac
+	go run ./hack/chartgen
 
 .PHONY: verify
 verify: generate manifests ## Regenerate everything and fail if the tree changed.
@@ -59,6 +61,20 @@ demo: ## First run: standalone switchboard + demo provider, three executions wit
 run: ## Run switchboard against the current kubeconfig.
 	go run ./cmd/switchboard
 
+.PHONY: helm
+helm: ## Build the pinned helm into bin/ (once; cached).
+	$(HELM)
+
+# CHART_DIR receives the rendered chart: default.yaml and production.yaml, CRDs included.
+CHART_DIR ?= bin/chart
+
+.PHONY: chart-template
+chart-template: ## Render charts/switchboard with its default and production values into CHART_DIR.
+	@mkdir -p $(CHART_DIR)
+	$(HELM) template switchboard charts/switchboard -n switchboard-system --include-crds > $(CHART_DIR)/default.yaml
+	$(HELM) template switchboard charts/switchboard -n switchboard-system --include-crds \
+		-f charts/switchboard/ci/production-values.yaml > $(CHART_DIR)/production.yaml
+
 .PHONY: envtest-assets
 envtest-assets: ## Build kube-apiserver, etcd and kubectl for envtest (once; cached in bin/k8s).
 	hack/envtest-assets.sh $(ENVTEST_ASSETS)
@@ -79,7 +95,7 @@ lint: ## Run golangci-lint (.golangci.yml); the pinned linter is built into bin/
 FUZZ_TIME ?= 20s
 
 .PHONY: test
-test: verify vet lint envtest-assets ## Run every test (unit, envtest, end to end, bounded fuzzing) after make verify and lint.
+test: verify vet lint envtest-assets helm ## Run every test (unit, envtest, end to end, bounded fuzzing) after make verify and lint.
 	go test -race $(GO_TEST_FLAGS) $(RACE_PKGS)
 	go test $(GO_TEST_FLAGS) $(PLAIN_PKGS)
 	$(MAKE) --no-print-directory fuzz
