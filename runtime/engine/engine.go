@@ -189,8 +189,8 @@ type execution struct {
 	// principal is the caller that submitted it on this replica, counted for
 	// MaxPerPrincipal until it ends; empty for executions taken over.
 	principal string
-	w               writer
-	log             logr.Logger
+	w         writer
+	log       logr.Logger
 }
 
 // SubmitOption changes how Submit creates an execution.

@@ -155,10 +155,9 @@ func TestAuthentication(t *testing.T) {
 func TestRoutingSeesOnlyTheCallersNamespaces(t *testing.T) {
 	e := newAuthEnv(t)
 	acc := e.submitAs(t, aliceToken, "chat")
-	st := e.call(t, http.MethodGet, "/v1/executions/"+acc.ID, aliceToken, "")
 	e.waitDone(t, acc.ID, aliceToken)
 	var status protocol.ExecutionStatus
-	st = e.call(t, http.MethodGet, "/v1/executions/"+acc.ID, aliceToken, "")
+	st := e.call(t, http.MethodGet, "/v1/executions/"+acc.ID, aliceToken, "")
 	if err := json.Unmarshal(st.body, &status); err != nil || status.Route == nil || !strings.HasPrefix(status.Route.Deployment, "team-a/") {
 		t.Errorf("alice's execution ran on %+v (%v), want team-a's model", status.Route, err)
 	}
