@@ -86,9 +86,11 @@ type kubeWorld struct {
 	// ServiceAccount switchboard-system/switchboard.
 	kubeconfig   string
 	managerToken string
-	// provider is the demo provider every model of the world points at.
-	provider    *exec.Cmd
-	providerOut *lockedBuffer
+	// provider is the demo provider every model of the world points at, listening on
+	// providerAddr.
+	provider     *exec.Cmd
+	providerOut  *lockedBuffer
+	providerAddr string
 }
 
 // cluster returns the shared API server with the world in it, starting it on first use.
@@ -154,7 +156,7 @@ func startKubeWorld() (w *kubeWorld, err error) {
 	if err != nil {
 		return nil, err
 	}
-	w.providerOut = &lockedBuffer{}
+	w.providerOut, w.providerAddr = &lockedBuffer{}, addr
 	w.provider = exec.Command(filepath.Join(binDir, "demoprovider"), "--addr", addr, "--api-key", e2eKey, "--quiet")
 	w.provider.Stdout, w.provider.Stderr = w.providerOut, w.providerOut
 	if err := w.provider.Start(); err != nil {
@@ -431,13 +433,29 @@ type clusterRuntime struct {
 // loading (controller-runtime's GetConfig) reads: the binary has no --kubeconfig flag.
 func startInCluster(tb testing.TB, w *kubeWorld, label string, args ...string) *clusterRuntime {
 	tb.Helper()
+	return startInClusterAs(tb, clusterIdentity{kubeconfig: w.kubeconfig}, label, args...)
+}
+
+// clusterIdentity is what a cluster-mode binary runs as: its kubeconfig, and variables
+// added to its environment (POD_NAMESPACE, as a pod gets it from the downward API).
+type clusterIdentity struct {
+	kubeconfig string
+	env        []string
+}
+
+// startInClusterAs is startInCluster with another kubeconfig and environment. None of
+// the test process's own KUBECONFIG, in-cluster or POD_NAMESPACE variables reach the
+// binary.
+func startInClusterAs(tb testing.TB, id clusterIdentity, label string, args ...string) *clusterRuntime {
+	tb.Helper()
 	r := &clusterRuntime{label: label, api: freeAddr(tb), probe: freeAddr(tb), metrics: freeAddr(tb)}
 	flags := []string{"--leader-elect=false", "--runtime-bind-address", r.api,
 		"--health-probe-bind-address", r.probe, "--metrics-bind-address", r.metrics,
 		"--cleanup-grace", "1s", "--shutdown-grace", "1s", "--zap-log-level", "10"}
 	cmd := exec.Command(filepath.Join(binDir, "switchboard"), append(flags, args...)...)
-	cmd.Env = append(withoutEnv(os.Environ(), "KUBECONFIG", "KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT"),
-		"KUBECONFIG="+w.kubeconfig)
+	cmd.Env = append(withoutEnv(os.Environ(), "KUBECONFIG", "KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT", "POD_NAMESPACE"),
+		"KUBECONFIG="+id.kubeconfig)
+	cmd.Env = append(cmd.Env, id.env...)
 	r.out, r.proc = startCommand(tb, "switchboard "+label, cmd)
 	eventually(tb, 30*time.Second, "switchboard "+label+" /readyz", func() bool {
 		select {

@@ -27,6 +27,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -63,6 +64,7 @@ type options struct {
 	probeAddr       string
 	metricsAddr     string
 	leaderElect     bool
+	leaderElectNS   string
 	manifests       string
 	maxRequestBytes int64
 	readTimeout     time.Duration
@@ -100,6 +102,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "Address serving /healthz and /readyz.")
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8443", "Address serving Prometheus /metrics; 0 disables it.")
 	fs.BoolVar(&o.leaderElect, "leader-elect", false, "Elect a leader among replicas; only the leader writes status.")
+	fs.StringVar(&o.leaderElectNS, "leader-election-namespace", "", "Namespace of the leader-election Lease. Default: $POD_NAMESPACE, else the kubeconfig context's namespace, else the pod's own namespace.")
 	fs.StringVar(&o.manifests, "manifests", "", "Standalone mode: read ModelDeployment, CapabilityPolicy and Secret manifests from this folder instead of a cluster, and apply changes to it.")
 	fs.Int64Var(&o.maxRequestBytes, "max-request-bytes", httpapi.DefaultMaxRequestBytes, "Largest accepted request body; larger ones get 413.")
 	fs.DurationVar(&o.readTimeout, "read-timeout", 30*time.Second, "Longest time to read a request, body included; a stalled upload is closed. Event streams are exempt.")
@@ -331,6 +334,26 @@ func openAuth(ctx context.Context, o *options, kubeConfig *rest.Config, store ev
 	return &a, tokens, nil
 }
 
+// leaderElectionNamespace is where the leader-election Lease lives: the flag, else the
+// POD_NAMESPACE the chart sets from the downward API, else the namespace of the
+// kubeconfig's context (a replica run outside a pod), else "" — controller-runtime then
+// reads the pod's ServiceAccount namespace.
+func leaderElectionNamespace(flag string) string {
+	if flag != "" {
+		return flag
+	}
+	if ns := os.Getenv("POD_NAMESPACE"); ns != "" {
+		return ns
+	}
+	loader := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(clientcmd.NewDefaultClientConfigLoadingRules(), &clientcmd.ConfigOverrides{})
+	if ns, _, err := loader.Namespace(); err == nil && ns != "" {
+		if _, err := os.Stat("/var/run/secrets/kubernetes.io/serviceaccount/namespace"); err != nil || ns != "default" {
+			return ns
+		}
+	}
+	return ""
+}
+
 // replicaName names this replica as the holder of execution leases: the host name (the
 // pod's name in a cluster) and a random suffix, so that a restarted replica is not
 // mistaken for its predecessor.
@@ -402,6 +425,9 @@ func runInCluster(ctx context.Context, o *options, cfg *rest.Config, holder *rou
 		HealthProbeBindAddress: o.probeAddr,
 		LeaderElection:         o.leaderElect,
 		LeaderElectionID:       "switchboard.ai.switchboard.dev",
+	}
+	if o.leaderElect {
+		mgrOpts.LeaderElectionNamespace = leaderElectionNamespace(o.leaderElectNS)
 	}
 	// Secrets are read uncached and watched as metadata only; --watch-namespaces limits
 	// the caches (spec/modeldeployments.md, "What the manager reads").
