@@ -21,6 +21,7 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	uberzap "go.uber.org/zap"
 	"golang.org/x/sync/errgroup"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -186,6 +187,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 	o.zap.DestWriter = stderr
+	capVerbosity(&o.zap)
 	log := zap.New(zap.UseFlagOptions(&o.zap))
 	ctrl.SetLogger(log)
 
@@ -352,6 +354,18 @@ func leaderElectionNamespace(flag string) string {
 		}
 	}
 	return ""
+}
+
+// maxVerbosity is the most verbose log level the binary allows: from level 8 on,
+// client-go logs the bodies of API responses, and with them the Secrets the manager reads.
+const maxVerbosity = 7
+
+// capVerbosity lowers a --zap-log-level above maxVerbosity to it: credentials never reach
+// the log (spec/modeldeployments.md).
+func capVerbosity(o *zap.Options) {
+	if l, ok := o.Level.(uberzap.AtomicLevel); ok && l.Level() < -maxVerbosity {
+		l.SetLevel(-maxVerbosity)
+	}
 }
 
 // replicaName names this replica as the holder of execution leases: the host name (the
