@@ -204,7 +204,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 	defer closeStore()
-	callers, tokens, err := openAuth(logr.NewContext(ctx, log.WithName("auth")), o, kubeConfig, store, log.WithName("auth"))
+	callers, tokens, err := openAuth(logr.NewContext(ctx, log.WithName("auth")), o, kubeConfig, store)
 	if err != nil {
 		return err
 	}
@@ -287,14 +287,15 @@ const reviewClientQPS = 200
 // openAuth builds what --auth selects (spec/authentication.md): nil for none, and the
 // signer of stream links, whose key comes from --stream-token-key-file or is generated
 // once and shared by every replica through the store.
-func openAuth(ctx context.Context, o *options, kubeConfig *rest.Config, store eventstore.Store, log logr.Logger) (*auth.Auth, *auth.StreamTokens, error) {
+// It logs through the logger of ctx.
+func openAuth(ctx context.Context, o *options, kubeConfig *rest.Config, store eventstore.Store) (*auth.Auth, *auth.StreamTokens, error) {
 	var a auth.Auth
 	switch o.authMode {
 	case "none":
 		return nil, nil, nil
 	case "static":
 		var err error
-		if a, err = auth.Static(ctx, o.authTokensFile, log); err != nil {
+		if a, err = auth.Static(ctx, o.authTokensFile, logr.FromContextOrDiscard(ctx)); err != nil {
 			return nil, nil, fmt.Errorf("--auth-tokens-file: %w", err)
 		}
 	case "kubernetes":
