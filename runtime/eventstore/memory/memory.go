@@ -532,23 +532,17 @@ func (s *Store) Renew(_ context.Context, id string, fence eventstore.Fence, ttl 
 	if fence == eventstore.NoFence || ttl <= 0 {
 		return eventstore.Lease{}, fmt.Errorf("renew lease of %s: fence %d, ttl %v: %w", id, fence, ttl, eventstore.ErrInvalid)
 	}
-	e, err := s.lookup(id)
-	if err != nil {
-		return eventstore.Lease{}, err
-	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	switch {
-	case e.removed:
-		return eventstore.Lease{}, notFound(id)
-	case fence != e.lease.Fence:
-		return eventstore.Lease{}, leaseLost("renew lease of", id, fence, e.lease.Fence)
-	case e.terminal:
-		return eventstore.Lease{}, fmt.Errorf("renew lease of %s: %w", id, eventstore.ErrTerminated)
-	}
-	e.lease.Expires = s.now().Add(ttl)
-	s.indexLease(e)
-	return e.lease, nil
+	var lease eventstore.Lease
+	err := s.fenced(id, fence, "renew lease of", func(e *execution) error {
+		if e.terminal {
+			return fmt.Errorf("renew lease of %s: %w", id, eventstore.ErrTerminated)
+		}
+		e.lease.Expires = s.now().Add(ttl)
+		s.indexLease(e)
+		lease = e.lease
+		return nil
+	})
+	return lease, err
 }
 
 // ReleaseLease implements eventstore.Store. NoFence names no lease: ErrInvalid.
@@ -556,25 +550,13 @@ func (s *Store) ReleaseLease(_ context.Context, id string, fence eventstore.Fenc
 	if fence == eventstore.NoFence {
 		return fmt.Errorf("release lease of %s: no fence: %w", id, eventstore.ErrInvalid)
 	}
-	e, err := s.lookup(id)
-	if err != nil {
-		return err
-	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	switch {
-	case e.removed:
-		return notFound(id)
-	case fence != e.lease.Fence:
-		return leaseLost("release lease of", id, fence, e.lease.Fence)
-	case e.terminal:
+	return s.fenced(id, fence, "release lease of", func(e *execution) error {
+		if now := s.now(); !e.terminal && e.lease.Expires.After(now) {
+			e.lease.Expires = now
+			s.indexLease(e)
+		}
 		return nil
-	}
-	if now := s.now(); e.lease.Expires.After(now) {
-		e.lease.Expires = now
-		s.indexLease(e)
-	}
-	return nil
+	})
 }
 
 // Orphans implements eventstore.Store.
@@ -593,6 +575,19 @@ func (s *Store) Orphans(_ context.Context, limit int) ([]string, error) {
 
 // SetRemote implements eventstore.Store.
 func (s *Store) SetRemote(_ context.Context, id string, fence eventstore.Fence, handle json.RawMessage) error {
+	return s.fenced(id, fence, "set remote of", func(e *execution) error {
+		if e.terminal {
+			return fmt.Errorf("set remote of %s: %w", id, eventstore.ErrTerminated)
+		}
+		e.remote = bytes.Clone(handle)
+		return nil
+	})
+}
+
+// fenced runs f on execution id under its lock, after the checks every fenced change
+// shares: the execution exists (ErrNotFound) and fence is its current fence
+// (ErrLeaseLost, naming op).
+func (s *Store) fenced(id string, fence eventstore.Fence, op string, f func(e *execution) error) error {
 	e, err := s.lookup(id)
 	if err != nil {
 		return err
@@ -603,12 +598,9 @@ func (s *Store) SetRemote(_ context.Context, id string, fence eventstore.Fence, 
 	case e.removed:
 		return notFound(id)
 	case fence != e.lease.Fence:
-		return leaseLost("set remote of", id, fence, e.lease.Fence)
-	case e.terminal:
-		return fmt.Errorf("set remote of %s: %w", id, eventstore.ErrTerminated)
+		return leaseLost(op, id, fence, e.lease.Fence)
 	}
-	e.remote = bytes.Clone(handle)
-	return nil
+	return f(e)
 }
 
 // indexLease files e in the orphan index under its lease expiry, or takes it out once
