@@ -47,6 +47,7 @@ import (
 	"github.com/switchboard-dev/switchboard/runtime/eventstore/redisconn"
 	"github.com/switchboard-dev/switchboard/runtime/httpapi"
 	"github.com/switchboard-dev/switchboard/runtime/routing"
+	"github.com/switchboard-dev/switchboard/runtime/telemetry"
 	"github.com/switchboard-dev/switchboard/runtime/version"
 )
 
@@ -90,6 +91,7 @@ type options struct {
 	tokenTTL        time.Duration
 	maxPerPrincipal int
 	metricsSecure   bool
+	otelEndpoint    string
 	watchNamespaces []string
 	zap             zap.Options
 	version         bool
@@ -132,6 +134,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		return err
 	})
 	fs.BoolVar(&o.metricsSecure, "metrics-secure", true, "In cluster mode, serve /metrics over TLS to callers whose token RBAC allows get on /metrics; false serves plain HTTP.")
+	fs.StringVar(&o.otelEndpoint, "otel-endpoint", "", "OTLP endpoint URL to export traces to (e.g. http://otel-collector:4318); default: $OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or $OTEL_EXPORTER_OTLP_ENDPOINT; none of them: tracing is off.")
 	fs.DurationVar(&o.retention, "retention", 0, "How long terminal executions are kept (default 1h for memory, 24h for redis).")
 	o.zap.BindFlags(fs)
 	fs.BoolVar(&o.version, "version", false, "Print the version, commit, build date and Go version, and exit.")
@@ -199,11 +202,37 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		}
 	}
 
+	// Runtime metrics go to controller-runtime's registry, which /metrics serves in both
+	// modes (spec/observability.md).
+	metrics := telemetry.NewMetrics()
+	for _, c := range metrics.Collectors() {
+		if err := ctrlmetrics.Registry.Register(c); err != nil {
+			return fmt.Errorf("register metrics: %w", err)
+		}
+	}
+	tp, err := telemetry.Tracing(ctx, telemetry.TracingConfig{Endpoint: o.otelEndpoint, Logger: log.WithName("tracing")})
+	if err != nil {
+		return fmt.Errorf("tracing: %w", err)
+	}
+	if tp != nil {
+		log.Info("Exporting traces over OTLP")
+		defer func() {
+			// Flush what is buffered, briefly: the process is stopping.
+			flush, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			defer cancel()
+			if err := tp.Shutdown(flush); err != nil {
+				log.Error(err, "Cannot flush spans")
+			}
+		}()
+	}
+	tracer := telemetry.Tracer(tp)
+
 	store, closeStore, err := openStore(ctx, o, log)
 	if err != nil {
 		return err
 	}
 	defer closeStore()
+	store = eventstore.Instrument(store, metrics.Store(o.eventStore))
 	callers, tokens, err := openAuth(logr.NewContext(ctx, log.WithName("auth")), o, kubeConfig, store)
 	if err != nil {
 		return err
@@ -225,6 +254,8 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		// are handed over to the others. The memory store has no others.
 		HandOver: o.eventStore == "redis",
 		Logger:   log.WithName("engine"),
+		Observer: metrics.Engine(),
+		Tracer:   tracer,
 	})
 	// Executions end, or are handed over, before the store closes (deferred first, so
 	// this runs after it); normally drain has done it already.
@@ -271,14 +302,18 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		Auth:            callers,
 		StreamTokens:    tokens,
 		Logger:          log.WithName("httpapi"),
+		AccessLog:       log.WithName("access"),
+		Observer:        metrics.HTTP(),
+		Tracer:          tracer,
 	}))
 	api.BaseContext = func(net.Listener) context.Context { return serving }
 
 	ready := readiness{holder: holder, draining: &draining}
+	registry := routing.NewRegistry(holder, routing.OnPublish(metrics.TablePublished))
 	if o.manifests != "" {
-		return runStandalone(serving, o, holder, ready, api, log)
+		return runStandalone(serving, o, registry, ready, api, log)
 	}
-	return runInCluster(serving, o, kubeConfig, holder, ready, api)
+	return runInCluster(serving, o, kubeConfig, registry, ready, api)
 }
 
 // reviewClientQPS bounds the token and access reviews one replica sends per second.
@@ -420,7 +455,7 @@ func openStore(ctx context.Context, o *options, log logr.Logger) (eventstore.Sto
 
 // runInCluster runs the controller manager; the runtime's HTTP server is one of its
 // runnables, on every replica.
-func runInCluster(ctx context.Context, o *options, cfg *rest.Config, holder *routing.Holder, ready readiness, api *http.Server) error {
+func runInCluster(ctx context.Context, o *options, cfg *rest.Config, registry *routing.Registry, ready readiness, api *http.Server) error {
 	scheme := runtime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
 	utilruntime.Must(v1alpha1.AddToScheme(scheme))
@@ -451,7 +486,7 @@ func runInCluster(ctx context.Context, o *options, cfg *rest.Config, holder *rou
 	if err != nil {
 		return fmt.Errorf("create manager: %w", err)
 	}
-	if err := controllers.Setup(mgr, routing.NewRegistry(holder)); err != nil {
+	if err := controllers.Setup(mgr, registry); err != nil {
 		return err
 	}
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
@@ -470,8 +505,7 @@ func runInCluster(ctx context.Context, o *options, cfg *rest.Config, holder *rou
 }
 
 // runStandalone serves from manifest files: no cluster, the same table builder.
-func runStandalone(ctx context.Context, o *options, holder *routing.Holder, ready readiness, api *http.Server, log logr.Logger) error {
-	registry := routing.NewRegistry(holder)
+func runStandalone(ctx context.Context, o *options, registry *routing.Registry, ready readiness, api *http.Server, log logr.Logger) error {
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error {
 		return controllers.WatchManifests(ctx, o.manifests, registry, 0, log.WithName("manifests"))

@@ -157,12 +157,18 @@ type Provider struct {
 	// CanEncode is the adapter's EncodeCheck; nil admits every request that routing
 	// matched by capability.
 	CanEncode EncodeCheck
+	// Operation is the GenAI operation name of its attempts (gen_ai.operation.name:
+	// chat, generate_content, …), for their spans; empty means DefaultOperation.
+	Operation string
 }
 
 // Outcome is the result of a successful attempt.
 type Outcome struct {
 	// FinishReason is the provider's finish reason, if any.
 	FinishReason string
+	// ResponseModel is the model the provider says answered, when it reports one
+	// (gen_ai.response.model on the attempt's span).
+	ResponseModel string
 }
 
 // Factory builds the adapter for a deployment. The engine calls it once per attempt with

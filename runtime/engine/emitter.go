@@ -15,6 +15,7 @@ import (
 
 	"github.com/switchboard-dev/switchboard/runtime/eventstore"
 	"github.com/switchboard-dev/switchboard/runtime/protocol"
+	"github.com/switchboard-dev/switchboard/runtime/routing"
 )
 
 // writer appends one execution's events. It is the execution's only writer: sequences
@@ -244,14 +245,18 @@ type emitter struct {
 	w   *writer
 	ctx context.Context // the attempt's context: emits stop when it ends
 	log logr.Logger
-	// attempt and deployment identify the attempt in a RemoteJob record.
+	// attempt and deployment identify the attempt in a RemoteJob record and in
+	// measurements.
 	attempt    int
-	deployment string
+	deployment *routing.Deployment
+	obs        Observer
+	start      time.Time // when the attempt started, for the time to its first chunk
 
 	// Guarded by w.mu, so that close and a concurrent emit agree on whether the event
 	// belongs to the attempt.
 	closed bool
-	output bool // an output or tool event was recorded
+	output bool       // an output or tool event was recorded
+	tokens tokenCount // the input and output tokens reported, for the attempt's span
 }
 
 var _ Emitter = (*emitter)(nil)
@@ -259,7 +264,7 @@ var _ Emitter = (*emitter)(nil)
 // Emit implements Emitter.
 func (em *emitter) Emit(typ protocol.EventType, data any) error {
 	// Encoding happens before the lock: a large payload does not hold up other emits.
-	raws, outBytes, err := encodeEvents(typ, data, em.log)
+	raws, v, outBytes, err := encodeEvents(typ, data, em.log)
 	if err != nil || raws == nil {
 		if errors.Is(err, ErrOutputTooLarge) {
 			em.w.mu.Lock()
@@ -292,10 +297,23 @@ func (em *emitter) Emit(typ protocol.EventType, data any) error {
 			return err
 		}
 	}
-	if typ.IsOutput() {
+	switch {
+	case typ.IsOutput() && !em.output:
 		em.output = true
+		em.obs.FirstChunk(em.deployment, time.Since(em.start))
+	case typ == protocol.EventUsageReported:
+		usage := v.(protocol.UsageReportedData).Usage
+		em.tokens.add(usage)
+		em.obs.Usage(em.deployment, usage)
 	}
 	return nil
+}
+
+// tokenCount returns the tokens the attempt reported.
+func (em *emitter) tokenCount() tokenCount {
+	em.w.mu.Lock()
+	defer em.w.mu.Unlock()
+	return em.tokens
 }
 
 // RemoteJob implements Emitter. The handle is stored with the attempt's number and
@@ -305,7 +323,7 @@ func (em *emitter) RemoteJob(handle json.RawMessage) error {
 	if len(handle) == 0 || len(handle) > MaxRemoteJobBytes || !json.Valid(handle) {
 		return fmt.Errorf("remote job handle: empty, larger than %d bytes or not JSON: %w", MaxRemoteJobBytes, ErrInvalidEvent)
 	}
-	rec, err := json.Marshal(remoteJob{Attempt: em.attempt, Deployment: em.deployment, Handle: handle})
+	rec, err := json.Marshal(remoteJob{Attempt: em.attempt, Deployment: em.deployment.Ref.String(), Handle: handle})
 	if err != nil {
 		return fmt.Errorf("remote job handle: %w", ErrInvalidEvent)
 	}
@@ -346,10 +364,10 @@ const maxPieceText = protocol.MaxEventBytes / 8
 // in order, which the result snapshot concatenates back into the same text.
 // Any other event larger than protocol.MaxEventBytes gives ErrOutputTooLarge. outBytes
 // is the materialized output the event adds (spec/http-api.md, "Limits").
-func encodeEvents(typ protocol.EventType, data any, log logr.Logger) (raws []json.RawMessage, outBytes int64, err error) {
+func encodeEvents(typ protocol.EventType, data any, log logr.Logger) (raws []json.RawMessage, v any, outBytes int64, err error) {
 	v, raw, err := checkData(typ, data, log)
 	if err != nil || raw == nil {
-		return nil, 0, err
+		return nil, nil, 0, err
 	}
 	tooLarge := len(raw) > protocol.MaxEventBytes
 	switch d := v.(type) {
@@ -368,11 +386,11 @@ func encodeEvents(typ protocol.EventType, data any, log logr.Logger) (raws []jso
 	}
 	switch {
 	case raws != nil:
-		return raws, outBytes, nil
+		return raws, v, outBytes, nil
 	case tooLarge:
-		return nil, 0, fmt.Errorf("emit %s: %d bytes of data: %w", typ, len(raw), ErrOutputTooLarge)
+		return nil, nil, 0, fmt.Errorf("emit %s: %d bytes of data: %w", typ, len(raw), ErrOutputTooLarge)
 	}
-	return []json.RawMessage{raw}, outBytes, nil
+	return []json.RawMessage{raw}, v, outBytes, nil
 }
 
 // pieces encodes the payloads with(p) for each piece p of s, in order (see split).

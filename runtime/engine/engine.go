@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/switchboard-dev/switchboard/runtime/eventstore"
 	"github.com/switchboard-dev/switchboard/runtime/protocol"
@@ -79,6 +80,12 @@ type Config struct {
 	Now func() time.Time
 	// Logger receives the engine's logs; the zero Logger discards them.
 	Logger logr.Logger
+	// Observer receives the engine's measurements (spec/observability.md); nil records
+	// none.
+	Observer Observer
+	// Tracer traces executions and their attempts (spec/observability.md, "Tracing");
+	// nil traces nothing, at no cost.
+	Tracer trace.Tracer
 }
 
 // Engine runs executions. Create it with New; it is safe for concurrent use.
@@ -93,6 +100,8 @@ type Engine struct {
 	replica   string
 	lease     time.Duration
 	handOver  bool
+	obs       Observer
+	tracer    trace.Tracer // nil: tracing is off
 
 	// perPrincipal counts the running executions of each principal, for
 	// MaxPerPrincipal.
@@ -138,6 +147,8 @@ func New(cfg Config) *Engine {
 		replica:   cfg.Replica,
 		lease:     cfg.Lease,
 		handOver:  cfg.HandOver,
+		obs:       cfg.Observer,
+		tracer:    cfg.Tracer,
 		drained:   make(chan struct{}),
 
 		maxPerPrincipal: cfg.MaxPerPrincipal,
@@ -145,6 +156,9 @@ func New(cfg Config) *Engine {
 	}
 	if e.replica == "" {
 		e.replica = "replica-" + randomSuffix()
+	}
+	if e.obs == nil {
+		e.obs = nopObserver{}
 	}
 	if e.lease <= 0 {
 		e.lease = DefaultLease
@@ -180,6 +194,7 @@ func New(cfg Config) *Engine {
 // execution is one running execution: its plan and its writer.
 type execution struct {
 	id         string
+	ability    string // the routed ability, for metrics
 	req        *protocol.Request
 	route      routing.Route // from the one table snapshot the execution uses
 	deadlineAt time.Time
@@ -425,6 +440,7 @@ func (e *Engine) create(ctx context.Context, id string, createdAt time.Time, req
 	}
 	x := &execution{
 		id:         id,
+		ability:    req.Ability,
 		req:        req,
 		route:      route,
 		deadlineAt: acc.DeadlineAt,

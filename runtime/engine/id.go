@@ -4,12 +4,15 @@ import (
 	"crypto/rand"
 	"encoding/base32"
 	"encoding/binary"
+	"strings"
 	"time"
 )
 
 // idEncoding is base32 with Crockford's alphabet in lower case. The alphabet is in
 // ascending byte order, so ids compare like the bytes they encode.
-var idEncoding = base32.NewEncoding("0123456789abcdefghjkmnpqrstvwxyz").WithPadding(base32.NoPadding)
+var idEncoding = base32.NewEncoding(idAlphabet).WithPadding(base32.NoPadding)
+
+const idAlphabet = "0123456789abcdefghjkmnpqrstvwxyz"
 
 const (
 	// idRandomBytes is the unguessable part of an id: 128 bits (spec/http-api.md,
@@ -18,6 +21,9 @@ const (
 	// idTimeBytes holds the creation time in milliseconds, like a ULID, so that ids of
 	// later executions sort later, which keeps logs and store keys roughly in order.
 	idTimeBytes = 6
+	// idLength is the length of an id after its prefix: the base32 characters of its
+	// time and random bytes.
+	idLength = ((idTimeBytes+idRandomBytes)*8 + 4) / 5
 )
 
 // NewExecutionID returns a new execution id: "exe_" and 36 characters of lower-case
@@ -39,4 +45,19 @@ func randomSuffix() string {
 	var b [5]byte
 	_, _ = rand.Read(b[:])
 	return idEncoding.EncodeToString(b[:])
+}
+
+// IsExecutionID reports whether s has the form of an execution id (NewExecutionID), so
+// that a caller-supplied string is logged only when it is one.
+func IsExecutionID(s string) bool {
+	const prefix = "exe_"
+	if len(s) != len(prefix)+idLength || s[:len(prefix)] != prefix {
+		return false
+	}
+	for i := len(prefix); i < len(s); i++ {
+		if strings.IndexByte(idAlphabet, s[i]) < 0 {
+			return false
+		}
+	}
+	return true
 }

@@ -157,6 +157,7 @@ func (e *Engine) takeOver(ctx context.Context, id string) bool {
 	}
 	x := &execution{
 		id:              id,
+		ability:         info.Ability,
 		deadlineAt:      info.DeadlineAt,
 		cancelRequested: st.CancelRequested,
 		w:               writer{store: e.store, ctx: wctx, id: id, now: e.now, fence: lease.Fence, limits: e.limits},
@@ -192,6 +193,7 @@ func (e *Engine) takeOver(ctx context.Context, id string) bool {
 			return false
 		}
 		log.Info("Adopting an orphaned execution's remote job", "attempt", job.Attempt, "deployment", job.Deployment)
+		e.obs.OrphanRecovered(OrphanAdopted)
 		go e.run(wctx, x, func(ctx context.Context, x *execution) (protocol.EventType, any) {
 			return e.resume(ctx, x, job, d)
 		})
@@ -214,6 +216,8 @@ func (e *Engine) takeOver(ctx context.Context, id string) bool {
 		letGo()
 		return false
 	}
+	e.obs.OrphanRecovered(string(pe.Code))
+	e.obs.ExecutionEnded(x.ability, pe.Code)
 	return true
 }
 

@@ -18,12 +18,15 @@ import (
 func (e *Engine) run(parent context.Context, x *execution, body func(context.Context, *execution) (protocol.EventType, any)) {
 	defer func() { <-e.slots }()
 	defer e.endOf(x.principal)
+	e.obs.Running(1)
+	defer e.obs.Running(-1)
 
 	// The execution keeps the submitter's values (trace ids) but not its cancellation;
 	// it ends on a cancel request, when Shutdown stops it, at its deadline or when its
 	// lease is lost, each with its cause.
 	base, cancel := context.WithCancelCause(context.WithoutCancel(parent))
 	defer cancel(nil)
+	base, span := e.startExecutionSpan(base, parent, x)
 	stopShutdown := context.AfterFunc(e.root, func() { cancel(context.Cause(e.root)) })
 	defer stopShutdown()
 	// The deadline is measured on the engine's clock and covers every attempt; it is set
@@ -60,6 +63,7 @@ func (e *Engine) run(parent context.Context, x *execution, body func(context.Con
 			}
 			x.log.Info("Handed the execution over to another replica")
 		}
+		endSpan(span, "")
 		return
 	}
 	// Without its terminal event the execution would never end for its readers, so a
@@ -67,9 +71,17 @@ func (e *Engine) run(parent context.Context, x *execution, body func(context.Con
 	// Shutdown waits). appendRetry checks whether a failed write landed before writing
 	// again, so this never records a second terminal event.
 	policy := retryPolicy{until: time.Now().Add(e.grace)}
-	if err := x.w.appendRetry(typ, data, time.Time{}, policy, x.log); err != nil {
-		x.log.Error(err, "Cannot record terminal event", "type", typ)
+	err := x.w.appendRetry(typ, data, time.Time{}, policy, x.log)
+	var code protocol.Code
+	if f, ok := data.(protocol.FailedData); ok && f.Error != nil {
+		code = f.Error.Code
 	}
+	endSpan(span, code)
+	if err != nil {
+		x.log.Error(err, "Cannot record terminal event", "type", typ)
+		return
+	}
+	e.obs.ExecutionEnded(x.ability, code)
 }
 
 // Bounds of the pause between WaitCancel calls after a store error.
@@ -143,6 +155,7 @@ func (e *Engine) attempts(ctx context.Context, x *execution) (protocol.EventType
 		if err := x.w.append(protocol.EventAttemptFailed, af); err != nil {
 			return e.failed(x, lifecycleError(err, x.log, "Cannot record route.attempt_failed"))
 		}
+		e.obs.Fallback(x.ability)
 	}
 	// Route guarantees at least one candidate; reaching here is a bug in it.
 	x.log.Error(nil, "Route has no candidates")
@@ -177,6 +190,23 @@ type result struct {
 // the attempt recorded output, and whether it failed before anything was sent to the
 // provider (the adapter could not be built, or refused the request).
 func (e *Engine) attempt(ctx context.Context, x *execution, n int, d *routing.Deployment, call adapterCall) (Outcome, *protocol.Error, bool, bool) {
+	ctx, span := e.startAttemptSpan(ctx, n, d)
+	em := &emitter{w: &x.w, log: x.log, attempt: n, deployment: d, obs: e.obs, start: time.Now()}
+	out, perr, output, notSent := e.runAttempt(ctx, x, n, d, call, em)
+
+	var code protocol.Code
+	if perr != nil {
+		code = perr.Code
+	}
+	e.obs.AttemptEnded(AttemptReport{Deployment: d, Code: code, Duration: time.Since(em.start)})
+	if span != nil {
+		endSpan(span, code, attemptSpanAttributes(out, em.tokenCount())...)
+	}
+	return out, perr, output, notSent
+}
+
+// runAttempt runs attempt n (see attempt), emitting through em.
+func (e *Engine) runAttempt(ctx context.Context, x *execution, n int, d *routing.Deployment, call adapterCall, em *emitter) (Outcome, *protocol.Error, bool, bool) {
 
 	log := x.log.WithValues("attempt", n, "deployment", d.Ref.String(), "provider", d.Provider)
 	factory := e.providers[d.Provider].New
@@ -203,7 +233,7 @@ func (e *Engine) attempt(ctx context.Context, x *execution, n int, d *routing.De
 	// Adapters log through logr.FromContextOrDiscard with the attempt's identity.
 	actx = logr.NewContext(actx, log)
 
-	em := &emitter{w: &x.w, ctx: actx, log: log, attempt: n, deployment: d.Ref.String()}
+	em.ctx, em.log = actx, log
 	a := Attempt{ExecutionID: x.id, Number: n, Request: x.req, Deployment: d, CleanupGrace: e.grace}
 	done := make(chan result, 1) // buffered: an abandoned adapter's send must not block
 	go func() { done <- execute(actx, adapter, a, em, call) }()

@@ -45,6 +45,7 @@ type grantKey struct{}
 func (s *server) authenticated(h handlerFunc, streamToken bool) handlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
 		if s.auth == nil {
+			note(w).principal = auth.Anonymous
 			r = r.WithContext(auth.WithPrincipal(r.Context(), &auth.Principal{Name: auth.Anonymous}))
 			return h(w, r)
 		}
@@ -54,12 +55,14 @@ func (s *server) authenticated(h handlerFunc, streamToken bool) handlerFunc {
 			if err != nil {
 				return s.unauthenticated(w)
 			}
+			note(w).principal = name
 			ctx := auth.WithPrincipal(r.Context(), &auth.Principal{Name: name})
 			return h(w, r.WithContext(context.WithValue(ctx, grantKey{}, id)))
 		}
 		p, err := s.auth.Authenticator.Authenticate(r)
 		switch {
 		case err == nil:
+			note(w).principal = p.Name
 			return h(w, r.WithContext(auth.WithPrincipal(r.Context(), p)))
 		case errors.Is(err, auth.ErrUnavailable):
 			s.log.Info("Cannot verify a caller's credentials", "reason", "review unavailable")

@@ -32,11 +32,11 @@ func (s *server) handle(h handlerFunc) http.Handler {
 }
 
 // methodNotAllowed answers a known path requested with another method.
-func (s *server) methodNotAllowed(allow string) http.Handler {
-	return s.handle(func(w http.ResponseWriter, r *http.Request) error {
+func (s *server) methodNotAllowed(allow string) handlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) error {
 		w.Header().Set("Allow", allow)
 		return errMethodNotAllowed
-	})
+	}
 }
 
 // statusError is a portable error answered with a status other than its code's own:

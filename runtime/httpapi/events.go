@@ -66,6 +66,8 @@ func (s *server) streamEvents(w http.ResponseWriter, r *http.Request) error {
 	if r.Method == http.MethodHead {
 		return nil
 	}
+	s.obs.Subscribers(1)
+	defer s.obs.Subscribers(-1)
 	if err := s.tail(w, r, id, after); err != nil {
 		s.logStreamEnd(r, id, err)
 	}
@@ -200,29 +202,31 @@ func (f *frameWriter) write(frame []byte) error {
 // logStreamEnd logs why a stream ended early. A client that left or stopped reading, a
 // store shutting down and an execution removed by retention are routine; any other store
 // failure is worth an error.
+// Every early end but the client's own leaving is counted as a drop, by reason.
 func (s *server) logStreamEnd(r *http.Request, id string, err error) {
-	var reason string
+	var reason, drop string
+	var ne interface{ Timeout() bool } // errors writing to the connection are net errors
 	switch {
 	case r.Context().Err() != nil:
 		reason = "the client left"
-	case isWriteError(err):
+	case errors.As(err, &ne):
 		reason = "the client stopped reading"
+		if ne.Timeout() {
+			drop = DropWriteTimeout
+		}
 	case errors.Is(err, eventstore.ErrClosed):
-		reason = "the store is shutting down"
+		reason, drop = "the store is shutting down", DropShutdown
 	case errors.Is(err, eventstore.ErrNotFound), errors.Is(err, eventstore.ErrTerminated):
-		reason = "the execution was removed"
+		reason, drop = "the execution was removed", DropRemoved
 	default:
+		s.obs.StreamDropped(DropStoreError)
 		s.log.Error(err, "Event stream ended by a store failure", "execution", id)
 		return
 	}
+	if drop != "" {
+		s.obs.StreamDropped(drop)
+	}
 	s.log.V(1).Info("Event stream ended early", "execution", id, "reason", reason)
-}
-
-// isWriteError reports whether err came from writing to the connection (a missed write
-// deadline, a reset connection) rather than from the store: those are net errors.
-func isWriteError(err error) bool {
-	var ne interface{ Timeout() bool }
-	return errors.As(err, &ne)
 }
 
 // pollEvents answers the polling form: the events after the cursor, at most pollPage of

@@ -75,6 +75,7 @@ func (s *server) createExecution(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if replay {
+		s.obs.IdempotencyReplay()
 		writeAccepted(w, prev.ExecutionID, prev.Response, true)
 		return nil
 	}
@@ -152,6 +153,7 @@ func appendLink(dst []byte, escapedID, suffix string) []byte {
 
 // writeAccepted answers 202 with body, the original one for a replay.
 func writeAccepted(w http.ResponseWriter, id string, body []byte, replayed bool) {
+	note(w).execution = id
 	h := w.Header()
 	h["Location"] = []string{"/v1/executions/" + url.PathEscape(id)}
 	if replayed {

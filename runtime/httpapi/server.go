@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/switchboard-dev/switchboard/runtime/auth"
 	"github.com/switchboard-dev/switchboard/runtime/engine"
@@ -72,6 +73,14 @@ type Config struct {
 	// Logger receives internal errors (whose text never reaches a caller). Default: a
 	// logger that discards.
 	Logger logr.Logger
+	// AccessLog receives one info line per request (spec/observability.md, "Access
+	// log"). Default: a logger that discards.
+	AccessLog logr.Logger
+	// Observer receives the server's measurements; nil records none.
+	Observer Observer
+	// Tracer makes a server span per request, honouring an incoming traceparent
+	// (spec/observability.md, "Tracing"); nil traces nothing, at no cost.
+	Tracer trace.Tracer
 	// Now returns the current time, for created_at. Default time.Now.
 	Now func() time.Time
 }
@@ -85,6 +94,9 @@ type server struct {
 	keepAlive       time.Duration
 	writeTimeout    time.Duration
 	log             logr.Logger
+	access          logr.Logger
+	obs             Observer
+	tracer          trace.Tracer // nil: tracing is off
 	now             func() time.Time
 	mux             *http.ServeMux
 
@@ -121,6 +133,9 @@ func newServer(cfg Config) *server {
 		keepAlive:       cfg.SSEKeepAlive,
 		writeTimeout:    cfg.SSEWriteTimeout,
 		log:             cfg.Logger,
+		access:          cfg.AccessLog,
+		obs:             cfg.Observer,
+		tracer:          cfg.Tracer,
 		now:             cfg.Now,
 		mux:             http.NewServeMux(),
 		replayWait:      replayWait,
@@ -147,6 +162,9 @@ func newServer(cfg Config) *server {
 	}
 	if s.now == nil {
 		s.now = time.Now
+	}
+	if s.obs == nil {
+		s.obs = nopObserver{}
 	}
 	s.routes()
 	return s

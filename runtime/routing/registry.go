@@ -13,15 +13,31 @@ import "sync"
 type Registry struct {
 	holder *Holder
 
+	onPublish func(models int) // may be nil
+
 	mu      sync.Mutex
 	entries map[Ref]Deployment
 	visited map[Ref]bool // refs Set at least once, for the start-up sync
 	started bool
 }
 
+// RegistryOption configures a Registry.
+type RegistryOption func(*Registry)
+
+// OnPublish makes the registry call f with the number of deployments of every table it
+// publishes, right after publishing it (for the routing-table metrics,
+// spec/observability.md). f is called with the registry's lock held: it must be quick.
+func OnPublish(f func(models int)) RegistryOption {
+	return func(r *Registry) { r.onPublish = f }
+}
+
 // NewRegistry returns a registry publishing to h.
-func NewRegistry(h *Holder) *Registry {
-	return &Registry{holder: h, entries: make(map[Ref]Deployment), visited: make(map[Ref]bool)}
+func NewRegistry(h *Holder, opts ...RegistryOption) *Registry {
+	r := &Registry{holder: h, entries: make(map[Ref]Deployment), visited: make(map[Ref]bool)}
+	for _, o := range opts {
+		o(r)
+	}
+	return r
 }
 
 // Set makes d the deployment for its ref, or removes ref when d is nil.
@@ -92,4 +108,7 @@ func (r *Registry) publishLocked() {
 		all = append(all, d)
 	}
 	r.holder.Store(NewTable(all))
+	if r.onPublish != nil {
+		r.onPublish(len(all))
+	}
 }

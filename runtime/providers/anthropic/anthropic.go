@@ -104,6 +104,7 @@ func Register(m map[string]engine.Provider, opts ...Option) {
 	m[Provider] = engine.Provider{
 		New:       func(d *routing.Deployment) (engine.Adapter, error) { return New(d, opts...) },
 		CanEncode: CanEncode,
+		Operation: "chat",
 	}
 }
 
@@ -169,7 +170,7 @@ func (a *adapter) Execute(ctx context.Context, at engine.Attempt, emit engine.Em
 		// parameters) can fail to encode.
 		return engine.Outcome{}, engine.NotSent(invalid("the request could not be encoded for the provider"))
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, a.url, bytes.NewReader(payload))
+	req, err := providerhttp.NewRequest(ctx, http.MethodPost, a.url, bytes.NewReader(payload))
 	if err != nil {
 		// New checked the URL, so this is a bug; the cause is kept without the URL.
 		return engine.Outcome{}, fmt.Errorf("build provider request: %w", transportCause(err))

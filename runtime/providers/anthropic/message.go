@@ -20,6 +20,7 @@ const maxMessageBody = 16 << 20
 type messageResponse struct {
 	Type       string          `json:"type"`
 	Content    []responseBlock `json:"content"`
+	Model      string          `json:"model"`
 	StopReason string          `json:"stop_reason"`
 	Usage      *usage          `json:"usage"`
 }
@@ -74,6 +75,7 @@ func (r *reader) readMessage(ctx context.Context, body io.Reader) (engine.Outcom
 	if err := r.reportUsage(&u); err != nil {
 		return engine.Outcome{}, err
 	}
+	r.answeredBy(m.Model)
 	return r.finish(m.StopReason)
 }
 

@@ -27,7 +27,15 @@ type reader struct {
 	log       logr.Logger
 	secret    string // the credential, only to drop provider identifiers that echo it
 	requestID string // the request-id response header
+	model     string // the model the response names (gen_ai.response.model)
 	emitted   bool   // an output or tool event was recorded
+}
+
+// answeredBy keeps the model name the response gives, when it is an identifier.
+func (r *reader) answeredBy(model string) {
+	if r.model == "" {
+		r.model = providerhttp.Identifier(model, r.secret)
+	}
 }
 
 // clean drops a provider-supplied identifier that contains the credential.
@@ -79,7 +87,7 @@ func (r *reader) finish(stopReason string) (engine.Outcome, error) {
 		f := providerhttp.Failure{Provider: Provider, Code: stopRefusal, RequestID: r.requestID, ContentFiltered: true}
 		return engine.Outcome{}, f.Error()
 	}
-	return engine.Outcome{FinishReason: providerhttp.Identifier(stopReason, r.secret)}, nil
+	return engine.Outcome{FinishReason: providerhttp.Identifier(stopReason, r.secret), ResponseModel: r.model}, nil
 }
 
 // responseBlock is a content block of the provider's answer (in a message, or in a

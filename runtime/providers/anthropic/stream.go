@@ -18,6 +18,7 @@ type streamEvent struct {
 	Type    string `json:"type"`
 	Index   int    `json:"index"`
 	Message *struct {
+		Model string `json:"model"`
 		Usage *usage `json:"usage"`
 	} `json:"message"`
 	ContentBlock *responseBlock `json:"content_block"`
@@ -128,6 +129,7 @@ func (r *reader) handle(st *streamState, ev sse.Event) (done bool, err error) {
 	switch typ {
 	case "message_start":
 		if e.Message != nil {
+			r.answeredBy(e.Message.Model)
 			st.usage.merge(e.Message.Usage)
 		}
 	case "content_block_start":

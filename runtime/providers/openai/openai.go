@@ -73,7 +73,7 @@ func NewFactory(opts ...Option) engine.Factory {
 // Register adds the adapter for ProviderOpenAI and ProviderCompatible, built with opts,
 // to m (engine.Config.Providers), with CanEncode as its routing-time check.
 func Register(m map[string]engine.Provider, opts ...Option) {
-	p := engine.Provider{New: NewFactory(opts...), CanEncode: CanEncode}
+	p := engine.Provider{New: NewFactory(opts...), CanEncode: CanEncode, Operation: "chat"}
 	m[ProviderOpenAI] = p
 	m[ProviderCompatible] = p
 }
@@ -214,7 +214,7 @@ func (a *adapter) Execute(ctx context.Context, at engine.Attempt, emit engine.Em
 		// encode, and DecodeRequest never lets invalid JSON through.
 		return engine.Outcome{}, engine.NotSent(protocol.NewError(protocol.CodeInvalidRequest, "the request could not be encoded for the provider"))
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, a.url, bytes.NewReader(payload))
+	req, err := providerhttp.NewRequest(ctx, http.MethodPost, a.url, bytes.NewReader(payload))
 	if err != nil {
 		return engine.Outcome{}, protocol.NewError(protocol.CodeInternal, "internal error")
 	}

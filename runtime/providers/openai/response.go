@@ -93,8 +93,16 @@ type reader struct {
 	ctx       context.Context
 	emit      engine.Emitter
 	requestID string
+	model     string // the model the response names (gen_ai.response.model)
 
 	output bool // an output or tool event was emitted, so a later failure is final
+}
+
+// answeredBy keeps the first model name the response gives.
+func (r *reader) answeredBy(model string) {
+	if r.model == "" && model != "" {
+		r.model = r.a.safeID(model)
+	}
 }
 
 // errEmit wraps an Emitter failure. The engine decides the outcome itself once the
@@ -194,7 +202,7 @@ func (r *reader) finish(reason string, refused bool) (engine.Outcome, error) {
 	if reason == finishContentFilter || refused {
 		return engine.Outcome{}, r.a.fail(r.contentFiltered())
 	}
-	return engine.Outcome{FinishReason: reason}, nil
+	return engine.Outcome{FinishReason: reason, ResponseModel: r.model}, nil
 }
 
 // completion is the non-streaming response body.
@@ -214,6 +222,7 @@ type completion struct {
 		} `json:"message"`
 		FinishReason string `json:"finish_reason"`
 	} `json:"choices"`
+	Model string          `json:"model"`
 	Usage *usage          `json:"usage"`
 	Error json.RawMessage `json:"error"`
 }
@@ -238,6 +247,7 @@ func (r *reader) readCompletion(body io.Reader) (engine.Outcome, error) {
 	if ae, ok := errorObject(c.Error); ok {
 		return engine.Outcome{}, r.a.fail(r.inStreamFailure(ae))
 	}
+	r.answeredBy(c.Model)
 	// The adapter never asks for n > 1, so the answer is choice 0.
 	idx := -1
 	for i := range c.Choices {
@@ -305,6 +315,7 @@ type chunk struct {
 		} `json:"delta"`
 		FinishReason *string `json:"finish_reason"`
 	} `json:"choices"`
+	Model string          `json:"model"`
 	Usage *usage          `json:"usage"`
 	Error json.RawMessage `json:"error"`
 }
@@ -366,6 +377,7 @@ func (r *reader) readStream(body io.Reader) (engine.Outcome, error) {
 // apply turns one chunk into events. It returns an emit error; a chunk's calls that stay
 // without id or name are found malformed at [DONE].
 func (s *stream) apply(c *chunk) error {
+	s.answeredBy(c.Model)
 	for i := range c.Choices {
 		ch := &c.Choices[i]
 		if ch.Index != 0 {

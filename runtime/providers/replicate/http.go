@@ -33,7 +33,7 @@ func (a *adapter) send(ctx context.Context, method, target string, body []byte, 
 	if body != nil {
 		rd = bytes.NewReader(body)
 	}
-	req, err := http.NewRequestWithContext(ctx, method, target, rd)
+	req, err := providerhttp.NewRequest(ctx, method, target, rd)
 	if err != nil {
 		return nil, rejected("the provider URL cannot be requested")
 	}

@@ -63,6 +63,8 @@ func Register(m map[string]engine.Provider, opts ...Option) {
 	m[Provider] = engine.Provider{
 		New:       func(d *routing.Deployment) (engine.Adapter, error) { return New(d, opts...) },
 		CanEncode: CanEncode,
+		// A prediction runs a model on inputs of any kind: GenAI's generic operation.
+		Operation: "generate_content",
 	}
 }
 

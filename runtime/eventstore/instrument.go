@@ -1,0 +1,150 @@
+package eventstore
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	"github.com/switchboard-dev/switchboard/runtime/protocol"
+)
+
+// Op names a timed Store operation (spec/observability.md, "Metrics"). Wait and
+// WaitCancel block until something happens, so their time says nothing about the store
+// and they are not timed.
+type Op int
+
+// The timed operations, one per Store method.
+const (
+	OpCreate Op = iota
+	OpAppend
+	OpGet
+	OpSnapshot
+	OpRead
+	OpReserve
+	OpRelease
+	OpRequestCancel
+	OpAcquire
+	OpRenew
+	OpReleaseLease
+	OpOrphans
+	OpSetRemote
+	OpSecret
+	numOps
+)
+
+var opNames = [numOps]string{
+	OpCreate: "create", OpAppend: "append", OpGet: "get", OpSnapshot: "snapshot",
+	OpRead: "read", OpReserve: "reserve", OpRelease: "release",
+	OpRequestCancel: "request_cancel", OpAcquire: "acquire", OpRenew: "renew",
+	OpReleaseLease: "release_lease", OpOrphans: "orphans", OpSetRemote: "set_remote",
+	OpSecret: "secret",
+}
+
+// String is the operation's metric label.
+func (o Op) String() string { return opNames[o] }
+
+// Ops returns every timed operation.
+func Ops() []Op {
+	ops := make([]Op, numOps)
+	for i := range ops {
+		ops[i] = Op(i)
+	}
+	return ops
+}
+
+// Timer receives the duration of each timed operation, failed ones included. It must
+// be cheap and safe for concurrent use.
+type Timer func(op Op, d time.Duration)
+
+// Instrument returns s with every operation but Wait and WaitCancel timed by timer. It
+// only measures: every call and result passes through unchanged.
+func Instrument(s Store, timer Timer) Store { return &timed{s, timer} }
+
+type timed struct {
+	s     Store
+	timer Timer
+}
+
+// since reports op's duration from start; deferred as t.since(op, time.Now()), so that
+// start is taken when the call begins.
+func (t *timed) since(op Op, start time.Time) { t.timer(op, time.Since(start)) }
+
+func (t *timed) Create(ctx context.Context, rec Record, owner string, ttl time.Duration) (Lease, error) {
+	defer t.since(OpCreate, time.Now())
+	return t.s.Create(ctx, rec, owner, ttl)
+}
+
+func (t *timed) Append(ctx context.Context, fence Fence, ev protocol.Event) error {
+	defer t.since(OpAppend, time.Now())
+	return t.s.Append(ctx, fence, ev)
+}
+
+func (t *timed) Get(ctx context.Context, id string) (Status, error) {
+	defer t.since(OpGet, time.Now())
+	return t.s.Get(ctx, id)
+}
+
+func (t *timed) Snapshot(ctx context.Context, id string) (protocol.Snapshot, error) {
+	defer t.since(OpSnapshot, time.Now())
+	return t.s.Snapshot(ctx, id)
+}
+
+func (t *timed) Read(ctx context.Context, id string, after uint64, limit int) ([]protocol.Event, error) {
+	defer t.since(OpRead, time.Now())
+	return t.s.Read(ctx, id, after, limit)
+}
+
+func (t *timed) Wait(ctx context.Context, id string, after uint64) error {
+	return t.s.Wait(ctx, id, after)
+}
+
+func (t *timed) Reserve(ctx context.Context, key string, r Reservation, ttl time.Duration) (Reservation, bool, error) {
+	defer t.since(OpReserve, time.Now())
+	return t.s.Reserve(ctx, key, r, ttl)
+}
+
+func (t *timed) Release(ctx context.Context, key, executionID string) error {
+	defer t.since(OpRelease, time.Now())
+	return t.s.Release(ctx, key, executionID)
+}
+
+func (t *timed) RequestCancel(ctx context.Context, id string) error {
+	defer t.since(OpRequestCancel, time.Now())
+	return t.s.RequestCancel(ctx, id)
+}
+
+func (t *timed) WaitCancel(ctx context.Context, id string) error {
+	return t.s.WaitCancel(ctx, id)
+}
+
+func (t *timed) Acquire(ctx context.Context, id, owner string, ttl time.Duration) (Lease, error) {
+	defer t.since(OpAcquire, time.Now())
+	return t.s.Acquire(ctx, id, owner, ttl)
+}
+
+func (t *timed) Renew(ctx context.Context, id string, fence Fence, ttl time.Duration) (Lease, error) {
+	defer t.since(OpRenew, time.Now())
+	return t.s.Renew(ctx, id, fence, ttl)
+}
+
+func (t *timed) ReleaseLease(ctx context.Context, id string, fence Fence) error {
+	defer t.since(OpReleaseLease, time.Now())
+	return t.s.ReleaseLease(ctx, id, fence)
+}
+
+func (t *timed) Orphans(ctx context.Context, limit int) ([]string, error) {
+	defer t.since(OpOrphans, time.Now())
+	return t.s.Orphans(ctx, limit)
+}
+
+func (t *timed) SetRemote(ctx context.Context, id string, fence Fence, handle json.RawMessage) error {
+	defer t.since(OpSetRemote, time.Now())
+	return t.s.SetRemote(ctx, id, fence, handle)
+}
+
+func (t *timed) Secret(ctx context.Context, name string, candidate []byte) ([]byte, error) {
+	defer t.since(OpSecret, time.Now())
+	return t.s.Secret(ctx, name, candidate)
+}
+
+func (t *timed) Close() error { return t.s.Close() }

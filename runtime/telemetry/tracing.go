@@ -1,0 +1,105 @@
+package telemetry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/go-logr/logr"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/switchboard-dev/switchboard/runtime/version"
+)
+
+// TracerName is the instrumentation scope of the runtime's spans.
+const TracerName = "github.com/switchboard-dev/switchboard"
+
+// TracingConfig says whether and where the runtime exports traces
+// (spec/observability.md, "Tracing").
+type TracingConfig struct {
+	// Endpoint is the OTLP endpoint URL (--otel-endpoint), e.g.
+	// http://otel-collector:4318. Empty: OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or
+	// OTEL_EXPORTER_OTLP_ENDPOINT; none of them set means tracing is off.
+	Endpoint string
+	// Getenv reads the environment; nil means os.Getenv.
+	Getenv func(string) string
+	// Logger receives the SDK's export errors; the zero Logger discards them.
+	Logger logr.Logger
+}
+
+// Tracing returns the tracer provider of the runtime's spans, or nil when tracing is off.
+// Spans go to an OTLP exporter over HTTP/protobuf, or gRPC when
+// OTEL_EXPORTER_OTLP_TRACES_PROTOCOL or OTEL_EXPORTER_OTLP_PROTOCOL says grpc; the
+// exporter and the SDK read the other OTEL_* variables themselves (headers, TLS,
+// timeouts, sampler, batching, resource attributes). Shut the provider down on exit to
+// flush what is buffered.
+func Tracing(ctx context.Context, cfg TracingConfig) (*sdktrace.TracerProvider, error) {
+	getenv := cfg.Getenv
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	if cfg.Endpoint == "" && getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") == "" && getenv("OTEL_EXPORTER_OTLP_ENDPOINT") == "" {
+		return nil, nil
+	}
+	protocol := getenv("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
+	if protocol == "" {
+		protocol = getenv("OTEL_EXPORTER_OTLP_PROTOCOL")
+	}
+	var (
+		exporter sdktrace.SpanExporter
+		err      error
+	)
+	switch strings.TrimSpace(protocol) {
+	case "", "http/protobuf":
+		var opts []otlptracehttp.Option
+		if cfg.Endpoint != "" {
+			opts = append(opts, otlptracehttp.WithEndpointURL(cfg.Endpoint))
+		}
+		exporter, err = otlptracehttp.New(ctx, opts...)
+	case "grpc":
+		var opts []otlptracegrpc.Option
+		if cfg.Endpoint != "" {
+			opts = append(opts, otlptracegrpc.WithEndpointURL(cfg.Endpoint))
+		}
+		exporter, err = otlptracegrpc.New(ctx, opts...)
+	default:
+		return nil, fmt.Errorf("OTEL_EXPORTER_OTLP_PROTOCOL: unsupported protocol %q (want http/protobuf or grpc)", protocol)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("otlp trace exporter: %w", err)
+	}
+	// Later sources win: OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES override the
+	// defaults.
+	res, err := resource.New(ctx,
+		resource.WithAttributes(
+			attribute.String("service.name", "switchboard"),
+			attribute.String("service.version", version.Get().Version),
+		),
+		resource.WithTelemetrySDK(),
+		resource.WithFromEnv(),
+	)
+	if err != nil && !errors.Is(err, resource.ErrPartialResource) {
+		return nil, fmt.Errorf("trace resource: %w", err)
+	}
+	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) {
+		cfg.Logger.Error(err, "Cannot export spans")
+	}))
+	return sdktrace.NewTracerProvider(sdktrace.WithBatcher(exporter), sdktrace.WithResource(res)), nil
+}
+
+// Tracer returns the runtime's tracer from tp, or nil when tp is nil (tracing off): the
+// engine and the HTTP API then skip every span.
+func Tracer(tp *sdktrace.TracerProvider) trace.Tracer {
+	if tp == nil {
+		return nil
+	}
+	return tp.Tracer(TracerName, trace.WithInstrumentationVersion(version.Get().Version))
+}
