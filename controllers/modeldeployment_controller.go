@@ -40,6 +40,9 @@ type ModelDeploymentReconciler struct {
 	// Elected is closed once this replica leads (at once without leader election). Only
 	// the leader writes status and Events.
 	Elected <-chan struct{}
+	// Metrics records switchboard_modeldeployment_ready on every replica; nil records
+	// nothing.
+	Metrics *Recorder
 }
 
 // Reconcile follows the fixed skeleton: get (NotFound removes the entry) → resolve →
@@ -52,12 +55,14 @@ func (r *ModelDeploymentReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 	if err := r.Client.Get(ctx, req.NamespacedName, md); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.Registry.Set(ref, nil)
+			r.Metrics.Forget(ref)
 			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, fmt.Errorf("get modeldeployment %s: %w", req.NamespacedName, err)
 	}
 	if !md.DeletionTimestamp.IsZero() {
 		r.Registry.Set(ref, nil)
+		r.Metrics.Forget(ref)
 		return ctrl.Result{}, nil
 	}
 
@@ -66,6 +71,12 @@ func (r *ModelDeploymentReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 		return ctrl.Result{}, err
 	}
 	r.Registry.Set(ref, res.deployment)
+	// Once the table is published, Live(ref) equals routable.ok right after Set. Before
+	// that Live is false, and only the leader is re-enqueued after the first publish
+	// (leaderCatchUp): recording Live would leave followers at 0 until the object next
+	// changes. Until the first publish the gauge is therefore what this replica will
+	// serve; the replica itself reports not ready until then.
+	r.Metrics.RecordReady(ref, res.routable.ok)
 
 	// Followers only build their table. Until the first table is published Ready cannot
 	// be true; leaderCatchUp re-enqueues everything once it is.

@@ -235,6 +235,37 @@ var _ = Describe("ModelDeployment controller", func() {
 		Eventually(func() bool { return inTable(md) }).Should(BeFalse())
 	})
 
+	It("exports switchboard_modeldeployment_ready: 1 when routable, 0 when not, no series once deleted", func() {
+		secret := newSecret(ns, map[string]string{"api-key": "sk"})
+		Expect(k8s.Create(suiteCtx, secret)).To(Succeed())
+		md := newMD(ns, "gpt")
+		Expect(k8s.Create(suiteCtx, md)).To(Succeed())
+		gauge := func(g Gomega) float64 {
+			v, found, err := readySeries(refOf(md))
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(found).To(BeTrue(), "no series for %s", refOf(md))
+			return v
+		}
+		Eventually(func(g Gomega) {
+			g.Expect(inTable(md)).To(BeTrue())
+			g.Expect(gauge(g)).To(Equal(1.0))
+		}).Should(Succeed())
+
+		Expect(k8s.Delete(suiteCtx, secret)).To(Succeed())
+		Eventually(func(g Gomega) {
+			g.Expect(condition(fetch(g, md), v1alpha1.ConditionCredentialsResolved).Reason).To(Equal(v1alpha1.ReasonSecretNotFound))
+			g.Expect(gauge(g)).To(Equal(0.0))
+		}).Should(Succeed())
+		Expect(inTable(md)).To(BeFalse())
+
+		Expect(k8s.Delete(suiteCtx, md)).To(Succeed())
+		Eventually(func(g Gomega) {
+			_, found, err := readySeries(refOf(md))
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(found).To(BeFalse())
+		}).Should(Succeed())
+	})
+
 	It("never writes a credential into status, conditions, Events or logs", func() {
 		const canary = "CANARY-sk-5f0c1e9d"
 		secret := newSecret(ns, map[string]string{"api-key": canary})

@@ -65,6 +65,7 @@ func Setup(mgr ctrl.Manager, registry *routing.Registry) error {
 		Registry: registry,
 		Recorder: mgr.GetEventRecorder("switchboard"),
 		Elected:  mgr.Elected(),
+		Metrics:  readiness,
 	}
 	c := mgr.GetClient()
 	notLeaderOnly := false

@@ -209,8 +209,9 @@ func validateMeta(name string, namespace *string) error {
 }
 
 // Apply resolves every ModelDeployment of m exactly as the reconciler does and makes the
-// registry hold exactly those that are routable. It returns the per-deployment outcome
-// for logging.
+// registry hold exactly those that are routable. It records each one's readiness gauge
+// and removes the series of those previous held and m does not. It returns the
+// per-deployment outcome for logging.
 func (m *Manifests) Apply(registry *routing.Registry, previous *Manifests) []Outcome {
 	m.countRevisions(previous)
 	secrets := map[string]*corev1.Secret{}
@@ -237,6 +238,9 @@ func (m *Manifests) Apply(registry *routing.Registry, previous *Manifests) []Out
 		ref := routing.Ref{Namespace: md.Namespace, Name: md.Name}
 		present[ref] = true
 		registry.Set(ref, res.deployment)
+		// WatchManifests publishes the table right after the first Apply, so routable
+		// here means live.
+		readiness.RecordReady(ref, res.routable.ok)
 		outcomes = append(outcomes, Outcome{Ref: ref, Routable: res.routable.ok, Reason: res.routable.reason, Message: res.routable.message})
 	}
 	if previous != nil {
@@ -244,6 +248,7 @@ func (m *Manifests) Apply(registry *routing.Registry, previous *Manifests) []Out
 			ref := routing.Ref{Namespace: previous.Deployments[i].Namespace, Name: previous.Deployments[i].Name}
 			if !present[ref] {
 				registry.Set(ref, nil)
+				readiness.Forget(ref)
 			}
 		}
 	}

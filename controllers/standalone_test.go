@@ -251,6 +251,68 @@ spec:
 	}
 }
 
+// Apply sets switchboard_modeldeployment_ready for every ModelDeployment it resolves and
+// deletes the series of one that a later load no longer holds.
+func TestApplyRecordsReadiness(t *testing.T) {
+	const (
+		routable = `apiVersion: ai.switchboard.dev/v1alpha1
+kind: ModelDeployment
+metadata: {name: local, namespace: ready-gauge}
+spec:
+  provider: openai-compatible
+  model: llama
+  endpoint: http://127.0.0.1:9090/openai/v1
+  allowInsecureEndpoint: true
+  abilities: [chat]
+`
+		noSecret = `apiVersion: ai.switchboard.dev/v1alpha1
+kind: ModelDeployment
+metadata: {name: gpt, namespace: ready-gauge}
+spec:
+  provider: openai
+  model: gpt-4o-mini
+  credentials: {secretRef: {name: missing, key: api-key}}
+  abilities: [chat]
+`
+	)
+	local := routing.Ref{Namespace: "ready-gauge", Name: "local"}
+	gpt := routing.Ref{Namespace: "ready-gauge", Name: "gpt"}
+	load := func(docs ...string) *Manifests {
+		t.Helper()
+		dir := t.TempDir()
+		writeFile(t, dir, "m.yaml", strings.Join(docs, "---\n"))
+		m, err := LoadManifests(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	expect := func(ref routing.Ref, wantFound bool, want float64) {
+		t.Helper()
+		v, found, err := readySeries(ref)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if found != wantFound || v != want {
+			t.Errorf("%s: series found %v value %v, want found %v value %v", ref, found, v, wantFound, want)
+		}
+	}
+
+	reg := routing.NewRegistry(&routing.Holder{})
+	first := load(routable, noSecret)
+	first.Apply(reg, nil)
+	expect(local, true, 1)
+	expect(gpt, true, 0)
+
+	second := load(noSecret)
+	second.Apply(reg, first)
+	expect(local, false, 0)
+	expect(gpt, true, 0)
+
+	load().Apply(reg, second)
+	expect(gpt, false, 0)
+}
+
 // The samples under config/samples pass the Go mirror of the CRD rules (the API server
 // runs the same rules on them in a cluster).
 func TestSamplesAreValid(t *testing.T) {
