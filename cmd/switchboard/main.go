@@ -134,7 +134,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		return err
 	})
 	fs.BoolVar(&o.metricsSecure, "metrics-secure", true, "In cluster mode, serve /metrics over TLS to callers whose token RBAC allows get on /metrics; false serves plain HTTP.")
-	fs.StringVar(&o.otelEndpoint, "otel-endpoint", "", "OTLP endpoint URL to export traces to (e.g. http://otel-collector:4318); default: $OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or $OTEL_EXPORTER_OTLP_ENDPOINT; none of them: tracing is off.")
+	fs.StringVar(&o.otelEndpoint, "otel-endpoint", "", "Base URL of the OTLP endpoint to export traces to, e.g. http://otel-collector:4318 (spans go to its /v1/traces); default: $OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or $OTEL_EXPORTER_OTLP_ENDPOINT; none of them: tracing is off.")
 	fs.DurationVar(&o.retention, "retention", 0, "How long terminal executions are kept (default 1h for memory, 24h for redis).")
 	o.zap.BindFlags(fs)
 	fs.BoolVar(&o.version, "version", false, "Print the version, commit, build date and Go version, and exit.")
@@ -226,6 +226,8 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		}()
 	}
 	tracer := telemetry.Tracer(tp)
+	accessLog := telemetry.NewAccessLog(o.zap)
+	defer accessLog.Close()
 
 	store, closeStore, err := openStore(ctx, o, log)
 	if err != nil {
@@ -302,7 +304,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		Auth:            callers,
 		StreamTokens:    tokens,
 		Logger:          log.WithName("httpapi"),
-		AccessLog:       log.WithName("access"),
+		AccessLog:       accessLog.Write,
 		Observer:        metrics.HTTP(),
 		Tracer:          tracer,
 	}))

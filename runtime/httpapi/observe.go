@@ -50,6 +50,27 @@ func (nopObserver) Subscribers(int)                    {}
 func (nopObserver) StreamDropped(string)               {}
 func (nopObserver) IdempotencyReplay()                 {}
 
+// AccessEntry is one request's access log line (spec/observability.md, "Access log").
+// It holds no body, header, query string or token: only the route pattern, the status,
+// the duration, who asked, and which execution it concerned.
+type AccessEntry struct {
+	// Route is the pattern the request matched, never its path.
+	Route string
+	// Method is the request's method, or "_OTHER" for one HTTP does not define.
+	Method string
+	// Status is the response status.
+	Status int
+	// Duration is the time from the request's arrival to its handler's return.
+	Duration time.Duration
+	// Principal is the authenticated caller, empty when authentication failed.
+	Principal string
+	// Execution is the execution the request created or named, empty when none (a
+	// path id is kept only when it has the form of an execution id).
+	Execution string
+	// Bytes is the size of the response body written.
+	Bytes int64
+}
+
 // traceContext reads and writes W3C traceparent headers. Baggage is deliberately not
 // propagated: a caller's baggage is caller content.
 var traceContext = propagation.TraceContext{}
@@ -134,9 +155,9 @@ func (s *server) observed(route string, h http.Handler) http.Handler {
 			}
 			span.End()
 		}
-		if s.access.Enabled() {
-			s.access.Info("HTTP request", "route", route, "method", method(r), "status", x.status,
-				"duration", d, "principal", x.principal, "execution", x.execution, "bytes", x.bytes)
+		if s.access != nil {
+			s.access(AccessEntry{Route: route, Method: method(r), Status: x.status, Duration: d,
+				Principal: x.principal, Execution: x.execution, Bytes: x.bytes})
 		}
 	})
 }

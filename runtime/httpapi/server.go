@@ -73,9 +73,9 @@ type Config struct {
 	// Logger receives internal errors (whose text never reaches a caller). Default: a
 	// logger that discards.
 	Logger logr.Logger
-	// AccessLog receives one info line per request (spec/observability.md, "Access
-	// log"). Default: a logger that discards.
-	AccessLog logr.Logger
+	// AccessLog is called once per request, when its handler returns, to write the
+	// access log line (spec/observability.md, "Access log"); nil writes none.
+	AccessLog func(AccessEntry)
 	// Observer receives the server's measurements; nil records none.
 	Observer Observer
 	// Tracer makes a server span per request, honouring an incoming traceparent
@@ -94,7 +94,7 @@ type server struct {
 	keepAlive       time.Duration
 	writeTimeout    time.Duration
 	log             logr.Logger
-	access          logr.Logger
+	access          func(AccessEntry)
 	obs             Observer
 	tracer          trace.Tracer // nil: tracing is off
 	now             func() time.Time

@@ -13,6 +13,8 @@ package telemetry
 import (
 	"runtime"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -68,11 +70,30 @@ type Metrics struct {
 	idempotentReplays prometheus.Counter
 	orphans           *prometheus.CounterVec
 	buildInfo         *prometheus.GaugeVec
+
+	// refs caches the deployment label of each deployment, so that labelling an attempt
+	// does not format "namespace/name" again: it is bounded by the deployments the
+	// routing table ever held.
+	refsMu sync.RWMutex
+	refs   map[routing.Ref]string
+
+	// routes caches the series of each route: the API's patterns, a handful.
+	routesMu sync.RWMutex
+	routes   map[string]*routeSeries
+}
+
+// routeSeries are one route's HTTP series: its duration, and its count by status,
+// resolved when first seen.
+type routeSeries struct {
+	duration prometheus.Observer
+	byStatus [600]atomic.Pointer[prometheus.Counter]
 }
 
 // NewMetrics returns the runtime's metrics, none of them registered yet.
 func NewMetrics() *Metrics {
 	m := &Metrics{
+		refs:   make(map[routing.Ref]string),
+		routes: make(map[string]*routeSeries),
 		operationDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "gen_ai_client_operation_duration_seconds",
 			Help:    "Duration of each attempt at a provider (GenAI client operation); error_type is the portable error code of a failed attempt, empty on success.",
@@ -213,24 +234,39 @@ func (o engineObserver) Fallback(ability string) { o.m.fallbacks.WithLabelValues
 
 func (o engineObserver) AttemptEnded(r engine.AttemptReport) {
 	d := r.Deployment
-	ref := d.Ref.String()
+	ref := o.m.deployment(d.Ref)
 	o.m.attempts.WithLabelValues(ref, codeLabel(r.Code)).Inc()
 	o.m.operationDuration.WithLabelValues(ref, d.Provider, d.Model, string(r.Code)).Observe(r.Duration.Seconds())
 }
 
 func (o engineObserver) FirstChunk(d *routing.Deployment, latency time.Duration) {
-	o.m.timeToFirstChunk.WithLabelValues(d.Ref.String(), d.Provider, d.Model).Observe(latency.Seconds())
+	o.m.timeToFirstChunk.WithLabelValues(o.m.deployment(d.Ref), d.Provider, d.Model).Observe(latency.Seconds())
 }
 
 func (o engineObserver) Usage(d *routing.Deployment, usage []protocol.Usage) {
 	for _, u := range usage {
 		if typ, ok := tokenTypes[u.Unit]; ok {
-			o.m.tokenUsage.WithLabelValues(d.Ref.String(), d.Provider, d.Model, typ).Observe(u.Quantity)
+			o.m.tokenUsage.WithLabelValues(o.m.deployment(d.Ref), d.Provider, d.Model, typ).Observe(u.Quantity)
 		}
 	}
 }
 
 func (o engineObserver) OrphanRecovered(outcome string) { o.m.orphans.WithLabelValues(outcome).Inc() }
+
+// deployment is the deployment label of ref: "namespace/name".
+func (m *Metrics) deployment(ref routing.Ref) string {
+	m.refsMu.RLock()
+	s, ok := m.refs[ref]
+	m.refsMu.RUnlock()
+	if ok {
+		return s
+	}
+	s = ref.String()
+	m.refsMu.Lock()
+	m.refs[ref] = s
+	m.refsMu.Unlock()
+	return s
+}
 
 // codeLabel is the code label of an outcome: ok for success.
 func codeLabel(code protocol.Code) string {
@@ -244,26 +280,46 @@ func codeLabel(code protocol.Code) string {
 type httpObserver struct{ m *Metrics }
 
 func (o httpObserver) Request(route string, status int, d time.Duration) {
-	o.m.httpRequests.WithLabelValues(route, statusLabel(status)).Inc()
-	o.m.httpDuration.WithLabelValues(route).Observe(d.Seconds())
+	rs := o.m.route(route)
+	rs.duration.Observe(d.Seconds())
+	if status < 0 || status >= len(rs.byStatus) {
+		o.m.httpRequests.WithLabelValues(route, strconv.Itoa(status)).Inc()
+		return
+	}
+	c := rs.byStatus[status].Load()
+	if c == nil {
+		counter := o.m.httpRequests.WithLabelValues(route, statusLabels[status])
+		c = &counter
+		rs.byStatus[status].Store(c)
+	}
+	(*c).Inc()
+}
+
+// route returns the series of route.
+func (m *Metrics) route(route string) *routeSeries {
+	m.routesMu.RLock()
+	rs := m.routes[route]
+	m.routesMu.RUnlock()
+	if rs != nil {
+		return rs
+	}
+	m.routesMu.Lock()
+	defer m.routesMu.Unlock()
+	if rs = m.routes[route]; rs == nil {
+		rs = &routeSeries{duration: m.httpDuration.WithLabelValues(route)}
+		m.routes[route] = rs
+	}
+	return rs
 }
 
 func (o httpObserver) Subscribers(delta int)       { o.m.subscribers.Add(float64(delta)) }
 func (o httpObserver) StreamDropped(reason string) { o.m.dropped.WithLabelValues(reason).Inc() }
 func (o httpObserver) IdempotencyReplay()          { o.m.idempotentReplays.Inc() }
 
-// statusLabels holds the status label of every valid status code, so that labelling a
-// request allocates nothing.
+// statusLabels holds the status label of every status below 600.
 var statusLabels = func() (l [600]string) {
-	for i := 100; i < len(l); i++ {
+	for i := range l {
 		l[i] = strconv.Itoa(i)
 	}
 	return l
 }()
-
-func statusLabel(status int) string {
-	if status >= 100 && status < len(statusLabels) {
-		return statusLabels[status]
-	}
-	return strconv.Itoa(status)
-}

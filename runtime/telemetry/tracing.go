@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"strings"
 
@@ -25,12 +26,11 @@ const TracerName = "github.com/switchboard-dev/switchboard"
 // TracingConfig says whether and where the runtime exports traces
 // (spec/observability.md, "Tracing").
 type TracingConfig struct {
-	// Endpoint is the OTLP endpoint URL (--otel-endpoint), e.g.
-	// http://otel-collector:4318. Empty: OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or
+	// Endpoint is the OTLP endpoint's base URL (--otel-endpoint), as
+	// OTEL_EXPORTER_OTLP_ENDPOINT would give it, e.g. http://otel-collector:4318: spans
+	// go to its path /v1/traces over HTTP. Empty: OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or
 	// OTEL_EXPORTER_OTLP_ENDPOINT; none of them set means tracing is off.
 	Endpoint string
-	// Getenv reads the environment; nil means os.Getenv.
-	Getenv func(string) string
 	// Logger receives the SDK's export errors; the zero Logger discards them.
 	Logger logr.Logger
 }
@@ -42,16 +42,20 @@ type TracingConfig struct {
 // timeouts, sampler, batching, resource attributes). Shut the provider down on exit to
 // flush what is buffered.
 func Tracing(ctx context.Context, cfg TracingConfig) (*sdktrace.TracerProvider, error) {
-	getenv := cfg.Getenv
-	if getenv == nil {
-		getenv = os.Getenv
-	}
-	if cfg.Endpoint == "" && getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") == "" && getenv("OTEL_EXPORTER_OTLP_ENDPOINT") == "" {
+	if cfg.Endpoint == "" && os.Getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") == "" && os.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT") == "" {
 		return nil, nil
 	}
-	protocol := getenv("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
+	var base *url.URL
+	if cfg.Endpoint != "" {
+		u, err := url.Parse(cfg.Endpoint)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return nil, fmt.Errorf("--otel-endpoint: want an http or https URL such as http://otel-collector:4318, got %q", cfg.Endpoint)
+		}
+		base = u
+	}
+	protocol := os.Getenv("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
 	if protocol == "" {
-		protocol = getenv("OTEL_EXPORTER_OTLP_PROTOCOL")
+		protocol = os.Getenv("OTEL_EXPORTER_OTLP_PROTOCOL")
 	}
 	var (
 		exporter sdktrace.SpanExporter
@@ -60,14 +64,14 @@ func Tracing(ctx context.Context, cfg TracingConfig) (*sdktrace.TracerProvider, 
 	switch strings.TrimSpace(protocol) {
 	case "", "http/protobuf":
 		var opts []otlptracehttp.Option
-		if cfg.Endpoint != "" {
-			opts = append(opts, otlptracehttp.WithEndpointURL(cfg.Endpoint))
+		if base != nil {
+			opts = append(opts, otlptracehttp.WithEndpointURL(base.JoinPath("v1/traces").String()))
 		}
 		exporter, err = otlptracehttp.New(ctx, opts...)
 	case "grpc":
 		var opts []otlptracegrpc.Option
-		if cfg.Endpoint != "" {
-			opts = append(opts, otlptracegrpc.WithEndpointURL(cfg.Endpoint))
+		if base != nil {
+			opts = append(opts, otlptracegrpc.WithEndpointURL(base.String()))
 		}
 		exporter, err = otlptracegrpc.New(ctx, opts...)
 	default:
