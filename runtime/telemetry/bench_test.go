@@ -29,7 +29,9 @@ import (
 // gated is an adapter whose attempts wait until the gate current when they started is
 // opened, then succeed with one delta and usage. Rounds of the benchmark open it after
 // their timed part, so that executions run outside it; a nil gate is always open.
-type gated struct{ gate *atomic.Pointer[chan struct{}] }
+type gated struct {
+	gate *atomic.Pointer[chan struct{}]
+}
 
 func (g gated) Execute(ctx context.Context, _ engine.Attempt, em engine.Emitter) (engine.Outcome, error) {
 	if ch := g.gate.Load(); ch != nil {
