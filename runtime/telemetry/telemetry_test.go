@@ -320,7 +320,7 @@ func names(spans []sdktrace.ReadOnlySpan) []string {
 func attr(s sdktrace.ReadOnlySpan, key string) (string, bool) {
 	for _, kv := range s.Attributes() {
 		if string(kv.Key) == key {
-			return kv.Value.Emit(), true
+			return kv.Value.String(), true
 		}
 	}
 	return "", false
@@ -349,17 +349,17 @@ func TestNoCanaryInTelemetry(t *testing.T) {
 	for _, s := range w.spans.Ended() {
 		fmt.Fprintln(&spanText, s.Name(), s.Status().Description)
 		for _, kv := range s.Attributes() {
-			fmt.Fprintln(&spanText, kv.Key, kv.Value.Emit())
+			fmt.Fprintln(&spanText, kv.Key, kv.Value.String())
 		}
 		for _, ev := range s.Events() {
 			fmt.Fprintln(&spanText, ev.Name)
 			for _, kv := range ev.Attributes {
-				fmt.Fprintln(&spanText, kv.Key, kv.Value.Emit())
+				fmt.Fprintln(&spanText, kv.Key, kv.Value.String())
 			}
 		}
 		for _, l := range s.Links() {
 			for _, kv := range l.Attributes {
-				fmt.Fprintln(&spanText, kv.Key, kv.Value.Emit())
+				fmt.Fprintln(&spanText, kv.Key, kv.Value.String())
 			}
 		}
 	}
