@@ -11,6 +11,7 @@ import (
 
 	"github.com/switchboard-dev/switchboard/runtime/auth"
 	"github.com/switchboard-dev/switchboard/runtime/eventstore"
+	"github.com/switchboard-dev/switchboard/runtime/protocol"
 	"github.com/switchboard-dev/switchboard/runtime/sse"
 )
 
@@ -27,7 +28,20 @@ const (
 	pollPageBytes = 4 << 20
 	// frameSize is the initial size of a stream's frame buffers; a typical envelope fits.
 	frameSize = 1024
+	// coalesceBytes bounds the frames written to a stream in one write.
+	coalesceBytes = 64 << 10
+	// idleFrameCap is the largest frame buffer a stream keeps while it waits.
+	idleFrameCap = 8 << 10
 )
+
+// appendFrame appends ev's SSE frame, whose data is its envelope env: the id is the
+// sequence, the event name its type (spec/events.md, "Server-sent events").
+func appendFrame(dst []byte, ev *protocol.Event, env []byte) []byte {
+	dst = append(dst, "id: "...)
+	dst = strconv.AppendUint(dst, ev.Sequence, 10)
+	dst = append(dst, '\n')
+	return sse.AppendEvent(dst, "", string(ev.Type), env)
+}
 
 // streamEvents is GET /v1/executions/{id}/events (spec/events.md, "Server-sent events"):
 // the execution's events after a cursor, as a server-sent event stream or, with Accept:
@@ -99,20 +113,31 @@ func (s *server) tail(w http.ResponseWriter, r *http.Request, id string, cursor 
 		if err != nil {
 			return err
 		}
+		// The frames of one read go out in one write and one flush (in pieces of at most
+		// coalesceBytes): every one of those events is stored already, so none waits for
+		// another, and a reader catching up costs one system call per batch, not per event.
+		frame = frame[:0]
 		for i := range events {
 			ev := &events[i]
 			env = appendEnvelope(env[:0], ev)
-			frame = sse.AppendEvent(frame[:0], strconv.FormatUint(ev.Sequence, 10), string(ev.Type), env)
-			if err := out.write(frame); err != nil {
-				return err
-			}
+			frame = appendFrame(frame, ev, env)
 			cursor = ev.Sequence
+			if last := i == len(events)-1 || ev.Type.Terminal(); last || len(frame) >= coalesceBytes {
+				if err := out.write(frame); err != nil {
+					return err
+				}
+				frame = frame[:0]
+			}
 			if ev.Type.Terminal() {
 				return nil
 			}
 		}
 		if len(events) == replayBatch {
 			continue // more to replay; no need to wait
+		}
+		if cap(frame) > idleFrameCap {
+			// Caught up after a large batch: an idle stream keeps only small buffers.
+			frame, env = make([]byte, 0, frameSize), make([]byte, 0, frameSize)
 		}
 		// Caught up: wait for the next append, with a keep-alive comment each time the
 		// stream has been idle for the interval.

@@ -358,8 +358,8 @@ func TestEventsDisconnectDoesNotCancel(t *testing.T) {
 }
 
 // killingListener cuts every response in the middle of its (k+1)-th event frame: it
-// writes the first half of that frame and closes the connection, as a crashing proxy
-// would.
+// writes what precedes that frame and the start of the frame, then closes the
+// connection, as a crashing proxy would.
 type killingListener struct {
 	net.Listener
 	k     int
@@ -389,16 +389,22 @@ func (c *killingConn) Write(p []byte) (int, error) {
 	if strings.HasPrefix(string(p), "HTTP/1.1 ") {
 		c.frames = 0
 	}
-	// Every frame is flushed on its own, so one Write holds at most one frame.
-	if strings.Contains(string(p), "\nevent: ") {
+	// One Write may hold several frames (a batch is written at once): count them, and
+	// cut inside the (k+1)-th, in its event line.
+	for off := 0; ; {
+		i := strings.Index(string(p[off:]), "\nevent: ")
+		if i < 0 {
+			break
+		}
 		c.frames++
 		if c.frames > c.l.k {
 			c.dead = true
 			c.l.kills.Add(1)
-			_, _ = c.Conn.Write(p[:len(p)/2])
+			_, _ = c.Conn.Write(p[:off+i+len("\nevent: ")])
 			c.Conn.Close()
 			return 0, net.ErrClosed
 		}
+		off += i + 1
 	}
 	return c.Conn.Write(p)
 }
