@@ -131,6 +131,7 @@ FUZZ_TIME ?= 20s
 test: verify vet lint envtest-assets helm ## Run every test (unit, envtest, end to end, bounded fuzzing) after make verify and lint.
 	go test -race $(GO_TEST_FLAGS) $(RACE_PKGS)
 	go test $(GO_TEST_FLAGS) $(PLAIN_PKGS)
+	go test $(GO_TEST_FLAGS) -run 'Allocations$$' ./runtime/httpapi
 	go test -C $(IMAGE_TOOL) $(GO_TEST_FLAGS) ./...
 	$(MAKE) --no-print-directory fuzz
 
@@ -141,3 +142,32 @@ fuzz: ## Fuzz the whole submission path (POST /v1/executions) for FUZZ_TIME.
 .PHONY: bench
 bench: envtest-assets ## Run the benchmarks.
 	go test -run '^$$' -bench . -benchmem ./...
+
+##@ Benchmarks
+
+# End-to-end benchmarks of the built binary (hack/bench/README.md). Each builds switchboard
+# and the demo provider from this tree into a temporary folder, unless BENCH_FLAGS names
+# binaries: BENCH_FLAGS='-switchboard /tmp/base/switchboard' measures a baseline built from
+# another commit with the same client. They are not part of `make test`.
+BENCH_FLAGS ?=
+# BENCH_REDIS_URL is the Redis of bench-throughput's redis EventStore. Nothing is flushed;
+# the runtime's keys expire after the benchmark's -retention (10m).
+BENCH_REDIS_URL ?= redis://127.0.0.1:6379/15
+
+.PHONY: bench-overhead
+bench-overhead: ## Latency a call through the runtime adds to a direct provider call; runtime CPU and RSS.
+	go run ./hack/bench overhead $(BENCH_FLAGS)
+
+.PHONY: bench-fanout
+bench-fanout: ## One execution's events streamed to 1, 100 and 1000 subscribers: lag and memory per subscriber.
+	go run ./hack/bench fanout $(BENCH_FLAGS)
+
+.PHONY: bench-throughput
+bench-throughput: ## Executions per second accepted and completed, memory and redis EventStores.
+	go run ./hack/bench throughput -redis-url $(BENCH_REDIS_URL) $(BENCH_FLAGS)
+
+.PHONY: bench-e2e
+bench-e2e: ## Run bench-overhead, bench-fanout and bench-throughput, one after the other.
+	$(MAKE) --no-print-directory bench-overhead
+	$(MAKE) --no-print-directory bench-fanout
+	$(MAKE) --no-print-directory bench-throughput

@@ -1,0 +1,312 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/switchboard-dev/switchboard/runtime/client"
+	"github.com/switchboard-dev/switchboard/runtime/protocol"
+)
+
+// runFanout measures one execution's events streamed to many subscribers at once. For
+// each subscriber count N it starts a fresh switchboard whose model is reached through a
+// gate: the execution is submitted, its upstream call held at the gate, N subscribers
+// open the event stream and receive the events recorded so far, and only then is the
+// upstream answer — chunks deltas with no delay — let through. The idle memory per
+// subscriber is measured while the gate holds; the lag of each live event is the time
+// from the event's timestamp (set when the runtime recorded it) to its receipt.
+func runFanout(ctx context.Context, args []string, stdout, stderr io.Writer) (err error) {
+	fs := flag.NewFlagSet("fanout", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var cf common
+	cf.register(fs)
+	subs := fs.String("subscribers", "1,100,1000", "subscriber counts, comma-separated")
+	chunks := fs.Int("chunks", 2000, "output.delta events of the execution")
+	settle := fs.Duration("settle", time.Second, "wait before reading RSS and goroutines, before and after the subscribers connect")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	counts, err := parseInts(*subs)
+	if err != nil {
+		return fmt.Errorf("-subscribers: %w", err)
+	}
+	if *chunks < 1 || *settle < 0 {
+		return errors.New("-chunks must be positive, -settle not negative")
+	}
+	// One connection per subscriber on each side: the runtime inherits the limit.
+	if err := raiseFileLimit(2*uint64(slices.Max(counts)) + 256); err != nil {
+		return err
+	}
+
+	s, err := newSession(ctx, cf, stdout, stderr)
+	if err != nil {
+		return err
+	}
+	defer s.close(&err)
+	provider, err := s.startDemoProvider(*chunks)
+	if err != nil {
+		return err
+	}
+	g, err := newGate(provider, stderr)
+	if err != nil {
+		return err
+	}
+	defer g.close()
+	text := promptText(2 * *chunks)
+
+	fmt.Fprintf(stdout, "fanout: one execution of %d output.delta events (upstream delay 0), streamed to N subscribers connected before the output starts\n", *chunks)
+	fmt.Fprintln(stdout, "  lag: event timestamp (recorded by the runtime) → received by a subscriber, over every delivery of an event recorded after the subscribers connected")
+	fmt.Fprintln(stdout, "  idle: RSS / goroutines (go_goroutines of /metrics) with all N streams open and no event flowing, minus the same before subscribing")
+	fmt.Fprintln(stdout)
+	tab := newTable(stdout, "subscribers", "events", "deliveries", "lag_p50_ms", "lag_p99_ms", "lag_max_ms", "stream_ms",
+		"rss_before_MiB", "rss_idle_MiB", "idle_KiB_per_sub", "goroutines_per_sub")
+	for _, n := range counts {
+		fmt.Fprintf(stderr, "bench: fanout to %d subscribers\n", n)
+		rt, err := s.startSwitchboard(ctx, fmt.Sprintf("switchboard-fanout-%d", n), "http://"+g.addr+"/openai/v1", overheadModel)
+		if err != nil {
+			return err
+		}
+		r, err := fanoutRound(ctx, rt, g, n, text, *settle)
+		if err != nil {
+			return err
+		}
+		if err := rt.stop(); err != nil {
+			return err
+		}
+		gor := "n/a"
+		if r.goroutinesOK {
+			gor = fmt.Sprintf("%.2f", float64(r.goroutinesIdle-r.goroutinesBefore)/float64(n))
+		}
+		tab.row(fmt.Sprint(n), fmt.Sprint(r.events), fmt.Sprint(r.deliveries),
+			ms(percentile(r.lags, .5)), ms(percentile(r.lags, .99)), ms(percentile(r.lags, 1)), ms(r.stream),
+			mib(r.rssBefore), mib(r.rssIdle), fmt.Sprintf("%.1f", float64(r.rssIdle-r.rssBefore)/1024/float64(n)), gor)
+	}
+	return tab.flush()
+}
+
+// fanoutResult is one subscriber count's measurement.
+type fanoutResult struct {
+	events     int             // events of the execution, terminal included
+	deliveries int             // events received, all subscribers together
+	lags       []time.Duration // sorted, live deliveries only
+	stream     time.Duration   // gate released → last subscriber saw the terminal event
+
+	rssBefore, rssIdle               int64
+	goroutinesBefore, goroutinesIdle int
+	goroutinesOK                     bool
+}
+
+// subscriber is what one event stream delivered.
+type subscriber struct {
+	events int
+	last   protocol.Event
+	lags   []time.Duration
+	text   strings.Builder
+}
+
+func fanoutRound(ctx context.Context, rt *runtimeProc, g *gate, n int, text string, settle time.Duration) (*fanoutResult, error) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	hc := newHTTPClient(n + 4)
+	defer hc.CloseIdleConnections()
+	cl, err := newRuntimeClient(rt.api, hc)
+	if err != nil {
+		return nil, err
+	}
+	arrived, release := g.arm()
+	defer release() // never leave the upstream call held
+	acc, err := cl.Submit(ctx, textRequest(text))
+	if err != nil {
+		return nil, fmt.Errorf("submit: %w", err)
+	}
+	if err := waitFor(ctx, arrived, 30*time.Second, "the upstream call at the gate"); err != nil {
+		return nil, err
+	}
+	// The submission's connection is closed so that every subscriber opens its own and
+	// the before figures hold no connection a subscriber then reuses.
+	hc.CloseIdleConnections()
+	time.Sleep(settle)
+	res := &fanoutResult{}
+	if res.rssBefore, err = rss(rt.pid()); err != nil {
+		return nil, err
+	}
+	res.goroutinesBefore, res.goroutinesOK = goroutines(ctx, rt.metrics)
+
+	// liveFrom is the gate's release time (Unix ns); events recorded before it were
+	// replayed to subscribers as they connected and are left out of the lags.
+	var liveFrom atomic.Int64
+	subs := make([]subscriber, n)
+	ready := make(chan struct{}, n)
+	var wg sync.WaitGroup
+	for i := range subs {
+		wg.Go(func() {
+			if err := subs[i].follow(ctx, cl, acc.ID, &liveFrom, ready); err != nil {
+				cancel(fmt.Errorf("subscriber %d: %w", i+1, err))
+			}
+		})
+	}
+	for range n {
+		if err := waitFor(ctx, ready, time.Minute, "every subscriber's first event"); err != nil {
+			cancel(err)
+			wg.Wait()
+			return nil, context.Cause(ctx)
+		}
+	}
+	time.Sleep(settle)
+	if res.rssIdle, err = rss(rt.pid()); err != nil {
+		return nil, err
+	}
+	if res.goroutinesOK {
+		res.goroutinesIdle, res.goroutinesOK = goroutines(ctx, rt.metrics)
+	}
+
+	released := time.Now()
+	liveFrom.Store(released.UnixNano())
+	release()
+	wg.Wait()
+	if err := context.Cause(ctx); err != nil {
+		return nil, err
+	}
+	res.stream = time.Since(released)
+
+	res.events = int(subs[0].last.Sequence)
+	for i := range subs {
+		sub := &subs[i]
+		switch {
+		case sub.last.Type != protocol.EventCompleted:
+			return nil, fmt.Errorf("subscriber %d: execution %s ended with %q: %s", i+1, acc.ID, sub.last.Type, sub.last.Data)
+		case sub.events != res.events || int(sub.last.Sequence) != res.events:
+			return nil, fmt.Errorf("subscriber %d received %d events ending at sequence %d, subscriber 1 %d", i+1, sub.events, sub.last.Sequence, res.events)
+		case sub.text.String() != text:
+			return nil, fmt.Errorf("subscriber %d assembled %s, want %s", i+1, clip(sub.text.String()), clip(text))
+		}
+		res.deliveries += sub.events
+		res.lags = append(res.lags, sub.lags...)
+	}
+	if res.deliveries != n*res.events {
+		return nil, fmt.Errorf("%d deliveries, want %d subscribers × %d events", res.deliveries, n, res.events)
+	}
+	slices.Sort(res.lags)
+	return res, nil
+}
+
+// follow reads the execution's whole event stream, signalling ready after the first
+// event. The client's stream fails on any gap, duplicate or reordering of sequences.
+func (s *subscriber) follow(ctx context.Context, cl *client.Client, id string, liveFrom *atomic.Int64, ready chan<- struct{}) error {
+	st, err := cl.Events(ctx, id, 0)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	for st.Next() {
+		now := time.Now()
+		ev := st.Event()
+		if from := liveFrom.Load(); from != 0 && ev.Timestamp.UnixNano() >= from {
+			s.lags = append(s.lags, now.Sub(ev.Timestamp))
+		}
+		if s.events == 0 {
+			ready <- struct{}{}
+		}
+		s.events++
+		s.last = ev
+		if ev.Type == protocol.EventOutputDelta {
+			var d protocol.OutputDeltaData
+			if err := json.Unmarshal(ev.Data, &d); err != nil {
+				return fmt.Errorf("decode output.delta: %w", err)
+			}
+			s.text.WriteString(d.Text)
+		}
+	}
+	return st.Err()
+}
+
+// waitFor waits for a value from ch, at most timeout.
+func waitFor[T any](ctx context.Context, ch <-chan T, timeout time.Duration, what string) error {
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case <-ch:
+		return nil
+	case <-t.C:
+		return fmt.Errorf("timed out after %s waiting for %s", timeout, what)
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+}
+
+// gate is a reverse proxy in front of the demo provider that holds each upstream call
+// of an armed round until the round is released, so that subscribers can connect
+// before an execution produces output. Answers stream through unbuffered.
+type gate struct {
+	addr  string
+	srv   *http.Server
+	proxy *httputil.ReverseProxy
+
+	mu    sync.Mutex
+	round *gateRound
+}
+
+// gateRound is one armed round: arrived is closed when its first call arrives.
+type gateRound struct {
+	arrived     chan struct{}
+	arrivedOnce sync.Once
+	release     chan struct{}
+	releaseOnce sync.Once
+}
+
+func newGate(upstream string, stderr io.Writer) (*gate, error) {
+	target := &url.URL{Scheme: "http", Host: upstream}
+	g := &gate{proxy: &httputil.ReverseProxy{
+		Rewrite:       func(r *httputil.ProxyRequest) { r.SetURL(target) },
+		FlushInterval: -1,
+		ErrorLog:      log.New(stderr, "bench: gate: ", 0),
+	}}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	g.addr = ln.Addr().String()
+	g.srv = &http.Server{Handler: g, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = g.srv.Serve(ln) }() // ends with ErrServerClosed on close
+	return g, nil
+}
+
+// arm starts a round: calls from now on are held until release is called.
+func (g *gate) arm() (arrived <-chan struct{}, release func()) {
+	r := &gateRound{arrived: make(chan struct{}), release: make(chan struct{})}
+	g.mu.Lock()
+	g.round = r
+	g.mu.Unlock()
+	return r.arrived, func() { r.releaseOnce.Do(func() { close(r.release) }) }
+}
+
+func (g *gate) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	g.mu.Lock()
+	r := g.round
+	g.mu.Unlock()
+	if r != nil {
+		r.arrivedOnce.Do(func() { close(r.arrived) })
+		select {
+		case <-r.release:
+		case <-req.Context().Done():
+			return
+		}
+	}
+	g.proxy.ServeHTTP(w, req)
+}
+
+func (g *gate) close() { _ = g.srv.Close() }

@@ -1,0 +1,195 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"time"
+)
+
+// runThroughput measures executions per second for each EventStore: c submitters each
+// submit an execution, follow its event stream to execution.completed, and submit the
+// next. Over a window that starts after a warm-up, it counts the 202s received
+// (accepted/s) and the terminal events observed (completed/s), and the runtime's CPU
+// time per completed execution.
+func runThroughput(ctx context.Context, args []string, stdout, stderr io.Writer) (err error) {
+	fs := flag.NewFlagSet("throughput", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var cf common
+	cf.register(fs)
+	conc := fs.Int("c", 64, "concurrent submitters")
+	duration := fs.Duration("duration", 10*time.Second, "measured window per store")
+	warmup := fs.Duration("warmup", 2*time.Second, "unmeasured load before the window")
+	stores := fs.String("stores", "memory,redis", "EventStores to measure, comma-separated (memory, redis)")
+	redisURL := fs.String("redis-url", "redis://127.0.0.1:6379/15", "switchboard --redis-url for the redis store; nothing is flushed, keys expire after -retention")
+	chunks := fs.Int("chunks", 10, "text deltas per answer")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *conc < 1 || *duration <= 0 || *warmup < 0 || *chunks < 1 {
+		return errors.New("-c, -duration and -chunks must be positive, -warmup not negative")
+	}
+	names := strings.Split(*stores, ",")
+	for _, st := range names {
+		if st != "memory" && st != "redis" {
+			return fmt.Errorf("-stores: unknown EventStore %q", st)
+		}
+	}
+
+	s, err := newSession(ctx, cf, stdout, stderr)
+	if err != nil {
+		return err
+	}
+	defer s.close(&err)
+	provider, err := s.startDemoProvider(*chunks)
+	if err != nil {
+		return err
+	}
+	text := promptText(4 * *chunks)
+
+	fmt.Fprintf(stdout, "throughput: %d submitters, each: POST /v1/executions, follow …/events to execution.completed, repeat; echo in %d deltas, upstream delay 0\n",
+		*conc, *chunks)
+	fmt.Fprintf(stdout, "  window %s after %s of warm-up; accepted = 202s received in the window, completed = terminal events received in it\n", *duration, *warmup)
+	fmt.Fprintln(stdout, "  accept: POST sent → 202; end: POST sent → execution.completed (executions submitted in the window)")
+	fmt.Fprintln(stdout)
+	tab := newTable(stdout, "store", "submitters", "accepted_per_s", "completed_per_s", "accept_p50_ms", "accept_p99_ms",
+		"end_p50_ms", "end_p99_ms", "cpu_ms_per_exec", "rss_MiB")
+	for _, store := range names {
+		fmt.Fprintf(stderr, "bench: throughput with the %s EventStore\n", store)
+		flags := []string{"--event-store", store}
+		if store == "redis" {
+			flags = append(flags, "--redis-url", *redisURL)
+		}
+		rt, err := s.startSwitchboard(ctx, "switchboard-"+store, "http://"+provider+"/openai/v1", overheadModel, flags...)
+		if err != nil {
+			return err
+		}
+		r, err := throughputRound(ctx, rt, *conc, *warmup, *duration, text)
+		if err != nil {
+			return fmt.Errorf("%s EventStore: %w", store, err)
+		}
+		if err := rt.stop(); err != nil {
+			return err
+		}
+		secs := duration.Seconds()
+		tab.row(store, fmt.Sprint(*conc),
+			fmt.Sprintf("%.0f", float64(r.accepted)/secs), fmt.Sprintf("%.0f", float64(r.completed)/secs),
+			ms(percentile(r.acceptLat, .5)), ms(percentile(r.acceptLat, .99)),
+			ms(percentile(r.endLat, .5)), ms(percentile(r.endLat, .99)),
+			ms(r.cpuPerExec), mib(r.rss))
+	}
+	return tab.flush()
+}
+
+// throughputResult is one store's measurement.
+type throughputResult struct {
+	accepted, completed int
+	acceptLat, endLat   []time.Duration // sorted
+	cpuPerExec          time.Duration
+	rss                 int64
+}
+
+func throughputRound(ctx context.Context, rt *runtimeProc, conc int, warmup, duration time.Duration, text string) (*throughputResult, error) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	hc := newHTTPClient(2 * conc)
+	defer hc.CloseIdleConnections()
+	cl, err := newRuntimeClient(rt.api, hc)
+	if err != nil {
+		return nil, err
+	}
+	req := textRequest(text)
+	from := time.Now().Add(warmup)
+	to := from.Add(duration)
+	in := func(t time.Time) bool { return !t.Before(from) && t.Before(to) }
+
+	var mu sync.Mutex
+	res := &throughputResult{}
+	var wg sync.WaitGroup
+	for range conc {
+		wg.Go(func() {
+			for ctx.Err() == nil && time.Now().Before(to) {
+				cctx, done := context.WithTimeout(ctx, callTimeout)
+				t, err := runtimeCall(cctx, cl, req, text)
+				done()
+				if err != nil {
+					cancel(err)
+					return
+				}
+				mu.Lock()
+				if in(t.start.Add(t.accepted)) {
+					res.accepted++
+				}
+				if in(t.start.Add(t.end)) {
+					res.completed++
+				}
+				if in(t.start) {
+					res.acceptLat = append(res.acceptLat, t.accepted)
+					res.endLat = append(res.endLat, t.end)
+				}
+				mu.Unlock()
+			}
+		})
+	}
+
+	// CPU time is read at the window's edges, while the submitters run.
+	cpu, err := sampleWindow(ctx, rt, from, to)
+	wg.Wait()
+	if cause := context.Cause(ctx); cause != nil {
+		return nil, cause
+	}
+	if err != nil {
+		return nil, err
+	}
+	if res.completed == 0 {
+		return nil, errors.New("no execution completed in the window")
+	}
+	res.cpuPerExec = cpu.cpu / time.Duration(res.completed)
+	res.rss = cpu.rss
+	res.acceptLat, res.endLat = sortedCopy(res.acceptLat), sortedCopy(res.endLat)
+	return res, nil
+}
+
+// windowSample is the runtime's CPU time used between two instants and its RSS at the
+// second.
+type windowSample struct {
+	cpu time.Duration
+	rss int64
+}
+
+func sampleWindow(ctx context.Context, rt *runtimeProc, from, to time.Time) (windowSample, error) {
+	var w windowSample
+	if err := sleepUntil(ctx, from); err != nil {
+		return w, err
+	}
+	start, err := cpuTime(rt.pid())
+	if err != nil {
+		return w, err
+	}
+	if err := sleepUntil(ctx, to); err != nil {
+		return w, err
+	}
+	end, err := cpuTime(rt.pid())
+	if err != nil {
+		return w, err
+	}
+	w.cpu = end - start
+	w.rss, err = rss(rt.pid())
+	return w, err
+}
+
+// sleepUntil waits until t or until ctx ends.
+func sleepUntil(ctx context.Context, t time.Time) error {
+	timer := time.NewTimer(time.Until(t))
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+}
