@@ -103,9 +103,15 @@ func NewDecoder(r io.Reader, opts ...Option) *Decoder {
 	for _, opt := range opts {
 		opt(d)
 	}
-	d.r = bufio.NewReaderSize(r, 32<<10)
+	d.r = bufio.NewReaderSize(r, readBuffer)
 	return d
 }
+
+// readBuffer is the size of a Decoder's read buffer. Frames are usually far smaller; a
+// longer line is gathered across reads (readLine). A decoder is made per provider call
+// and per followed stream, so a larger buffer would be allocated, and collected, that
+// often: at 32 KiB it was most of the bytes the runtime allocated per execution.
+const readBuffer = 4 << 10
 
 // LastEventID returns the stream's last event ID: the id in effect at the most recent
 // blank line, which persists across events until another id field changes it. An id in an
