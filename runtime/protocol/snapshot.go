@@ -188,9 +188,11 @@ func StatusAfter(t EventType) Status {
 func (s *Snapshot) applyData(ev Event) error {
 	switch ev.Type {
 	case EventOutputDelta:
-		var d OutputDeltaData
-		if err := json.Unmarshal(ev.Data, &d); err != nil {
-			return err
+		d, ok := decodeDelta(ev.Data)
+		if !ok {
+			if err := json.Unmarshal(ev.Data, &d); err != nil {
+				return err
+			}
 		}
 		s.appendText(d)
 	case EventToolCallStarted:
@@ -374,4 +376,73 @@ func (s Snapshot) MarshalJSON() ([]byte, error) {
 		p.Usage = []Usage{}
 	}
 	return json.Marshal(p)
+}
+
+// decodeDelta decodes output.delta data in its usual form — the object the engine
+// writes, {"index":N,"type":"…","text":"…"}, keys in lower case, each at most once,
+// a small non-negative integer index — without reflection: it is the most frequent event
+// a store folds. ok is false for anything else, which json.Unmarshal then decodes with
+// all its rules (case-insensitive keys, the last duplicate winning, errors), so both
+// give the same result for every input (FuzzDecodeDelta).
+func decodeDelta(data []byte) (d OutputDeltaData, ok bool) {
+	if !json.Valid(data) {
+		return d, false
+	}
+	c := jsonCursor{data: data}
+	if c.peek() != '{' {
+		return d, false
+	}
+	var seen [3]bool
+	plain := true
+	_ = c.members(func(key []byte) error {
+		if !plain {
+			c.skip()
+			return nil
+		}
+		var field int
+		switch string(key) {
+		case "index":
+			field = 0
+		case "type":
+			field = 1
+		case "text":
+			field = 2
+		default:
+			plain = false // an unknown or differently cased key: let encoding/json decide
+			c.skip()
+			return nil
+		}
+		if seen[field] {
+			plain = false
+			c.skip()
+			return nil
+		}
+		seen[field] = true
+		switch b := c.peek(); {
+		case field == 0 && b >= '0' && b <= '9':
+			n := c.number()
+			if len(n) > 9 || (len(n) > 1 && n[0] == '0') {
+				plain = false
+				return nil
+			}
+			for _, digit := range n {
+				if digit < '0' || digit > '9' {
+					plain = false
+					return nil
+				}
+				d.Index = d.Index*10 + int(digit-'0')
+			}
+		case field > 0 && b == '"':
+			if field == 1 {
+				d.Type = c.str()
+			} else {
+				d.Text = c.str()
+			}
+		default:
+			plain = false
+			c.skip()
+		}
+		return nil
+	})
+	return d, plain && c.peek() == 0
 }

@@ -581,3 +581,39 @@ func BenchmarkMaterialize(b *testing.B) {
 		})
 	}
 }
+
+// FuzzDecodeDelta: the output.delta fast path agrees with encoding/json whenever it
+// decodes, and declines (ok false) only where encoding/json then decides.
+func FuzzDecodeDelta(f *testing.F) {
+	for _, s := range []string{
+		`{"index":0,"type":"text","text":"hello"}`,
+		`{"index":12,"type":"text","text":"a\\u00e9\\n\\"b"}`,
+		`{"text":"x","index":3}`,
+		`{"Index":1,"text":"x"}`,
+		`{"index":1,"index":2}`,
+		`{"index":-1}`,
+		`{"index":1.5}`,
+		`{"index":01}`,
+		`{"index":null,"text":null}`,
+		`{"index":99999999999999999999}`,
+		`{"text":"\xff"}`,
+		`{"extra":[1,{"a":2}],"text":"y"}`,
+		` { "index" : 4 , "text" : "z" } `,
+		`[]`, `"x"`, `{`, ``,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		fast, ok := decodeDelta(data)
+		if !ok {
+			return
+		}
+		var want OutputDeltaData
+		if err := json.Unmarshal(data, &want); err != nil {
+			t.Fatalf("fast path decoded %q, encoding/json refuses it: %v", data, err)
+		}
+		if fast != want {
+			t.Fatalf("%q: fast path %+v, encoding/json %+v", data, fast, want)
+		}
+	})
+}
