@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -57,13 +58,16 @@ func resolveCredential(md *v1alpha1.ModelDeployment, secret *corev1.Secret) cred
 		return credentialState{reason: v1alpha1.ReasonKeyNotFound, version: version,
 			message: fmt.Sprintf("Secret %q has no key %q", ref.Name, ref.Key)}
 	}
-	if len(strings.TrimSpace(string(value))) == 0 {
+	trimmed := strings.TrimSpace(string(value))
+	if len(trimmed) == 0 {
 		return credentialState{reason: v1alpha1.ReasonKeyEmpty, version: version,
 			message: fmt.Sprintf("Secret %q key %q is empty", ref.Name, ref.Key)}
 	}
 	return credentialState{resolved: true, reason: v1alpha1.ReasonResolved, version: version,
-		value:   strings.TrimSpace(string(value)),
-		message: fmt.Sprintf("Using Secret %q key %q", ref.Name, ref.Key)}
+		value: trimmed,
+		// What %q prints, without fmt: this message is built for every routable object
+		// of a start-up sync.
+		message: "Using Secret " + strconv.Quote(ref.Name) + " key " + strconv.Quote(ref.Key)}
 }
 
 // credentialsVersion hashes identity and revision only, so it changes on rotation but
@@ -134,23 +138,64 @@ type check struct {
 	message string
 }
 
+// compiledPolicy is a CapabilityPolicy with policyValidity's verdict: checking a policy
+// and parsing its selector cost more than applying it to a ModelDeployment, so a batch of
+// ModelDeployments resolved against the same policies does it once per policy.
+type compiledPolicy struct {
+	policy *v1alpha1.CapabilityPolicy
+	sel    labels.Selector
+	valid  check
+}
+
+// policySet holds compiled policies by namespace. It is read-only once built.
+type policySet map[string][]compiledPolicy
+
+// compilePolicies compiles policies, which may be of any namespace.
+func compilePolicies(policies []v1alpha1.CapabilityPolicy) policySet {
+	s := policySet{}
+	for i := range policies {
+		p := &policies[i]
+		s[p.Namespace] = append(s[p.Namespace], compile(p))
+	}
+	return s
+}
+
+func compile(p *v1alpha1.CapabilityPolicy) compiledPolicy {
+	sel, valid := policyValidity(p)
+	return compiledPolicy{policy: p, sel: sel, valid: valid}
+}
+
 // resolve computes the resolution of md. policies may hold policies of any namespace;
-// only those selecting md apply.
+// only those selecting md apply. To resolve many ModelDeployments against the same
+// policies, compile them once and use policySet.resolve.
 func resolve(md *v1alpha1.ModelDeployment, secret *corev1.Secret, policies []v1alpha1.CapabilityPolicy) resolution {
+	var own []compiledPolicy
+	for i := range policies {
+		if p := &policies[i]; p.Namespace == md.Namespace {
+			own = append(own, compile(p))
+		}
+	}
+	return resolveWith(md, secret, own)
+}
+
+// resolve computes the resolution of md under the policies of its namespace in s.
+func (s policySet) resolve(md *v1alpha1.ModelDeployment, secret *corev1.Secret) resolution {
+	return resolveWith(md, secret, s[md.Namespace])
+}
+
+// resolveWith computes the resolution of md under policies, the compiled policies of its
+// namespace.
+func resolveWith(md *v1alpha1.ModelDeployment, secret *corev1.Secret, policies []compiledPolicy) resolution {
 	res := resolution{credential: resolveCredential(md, secret)}
 	res.declared = declaredCapabilities(md.Spec)
 	res.effective = res.declared
-	for i := range policies {
-		p := &policies[i]
-		if p.Namespace != md.Namespace {
+	for _, cp := range policies {
+		if !governs(cp.sel, cp.valid, md) {
 			continue
 		}
-		sel, valid := policyValidity(p)
-		if !governs(sel, valid, md) {
-			continue
-		}
+		p := cp.policy
 		res.policies = append(res.policies, p.Name)
-		if !valid.ok {
+		if !cp.valid.ok {
 			// Its rules cannot be trusted, so none is applied; checkPolicyValid keeps
 			// md out of routing instead.
 			res.invalid = append(res.invalid, p.Name)
@@ -340,21 +385,21 @@ func tighten(l routing.Limits, p v1alpha1.CapabilityPolicySpec) routing.Limits {
 
 // capSet converts effective capabilities to routing's capability set.
 func capSet(c v1alpha1.EffectiveCapabilities) routing.CapSet {
-	var caps []protocol.Capability
+	var s routing.CapSet
 	for _, m := range c.Input {
-		caps = append(caps, protocol.Capability("input."+string(m)))
+		s |= routing.CapsOf(protocol.Capability("input." + string(m)))
 	}
 	for _, m := range c.Output {
-		caps = append(caps, protocol.Capability("output."+string(m)))
+		s |= routing.CapsOf(protocol.Capability("output." + string(m)))
 	}
 	if c.Tools {
-		caps = append(caps, protocol.CapTools)
+		s |= routing.CapsOf(protocol.CapTools)
 	}
 	if c.Streaming {
-		caps = append(caps, protocol.CapStreaming)
+		s |= routing.CapsOf(protocol.CapStreaming)
 	}
 	if c.StructuredOutput {
-		caps = append(caps, protocol.CapStructuredOutput)
+		s |= routing.CapsOf(protocol.CapStructuredOutput)
 	}
-	return routing.CapsOf(caps...)
+	return s
 }

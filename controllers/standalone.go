@@ -219,6 +219,7 @@ func (m *Manifests) Apply(registry *routing.Registry, previous *Manifests) []Out
 		s := &m.Secrets[i]
 		secrets[s.Namespace+"/"+s.Name] = s
 	}
+	policies := compilePolicies(m.Policies)
 	var outcomes []Outcome
 	present := map[routing.Ref]bool{}
 	for i := range m.Deployments {
@@ -234,7 +235,7 @@ func (m *Manifests) Apply(registry *routing.Registry, previous *Manifests) []Out
 				secret.UID, secret.ResourceVersion = fileSecretIdentity(key, m.revisions[key])
 			}
 		}
-		res := resolve(md, secret, m.Policies)
+		res := policies.resolve(md, secret)
 		ref := routing.Ref{Namespace: md.Namespace, Name: md.Name}
 		present[ref] = true
 		registry.Set(ref, res.deployment)

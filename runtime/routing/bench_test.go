@@ -64,3 +64,54 @@ func BenchmarkRoute10k(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkRegistryStart10k collects 10,000 deployments and publishes the first table:
+// the routing share of a replica's start-up sync.
+func BenchmarkRegistryStart10k(b *testing.B) {
+	deps := tableOf10k(100)
+	b.ReportAllocs()
+	for b.Loop() {
+		reg := NewRegistry(&Holder{})
+		for i := range deps {
+			reg.Set(deps[i].Ref, &deps[i])
+		}
+		reg.Start()
+	}
+}
+
+// BenchmarkRegistrySet10k publishes one change to a started registry of 10,000
+// deployments, one Set per iteration: "change" sets a changed copy of one deployment
+// (its priority moves it within its ability's list), "remove-add" alternately removes a
+// deployment and adds it back. "one-ability" lists all 10,000 under the same ability.
+func BenchmarkRegistrySet10k(b *testing.B) {
+	for _, tc := range []struct {
+		name      string
+		abilities int
+	}{{"spread", 100}, {"one-ability", 1}} {
+		deps := tableOf10k(tc.abilities)
+		reg := NewRegistry(&Holder{})
+		for i := range deps {
+			reg.Set(deps[i].Ref, &deps[i])
+		}
+		reg.Start()
+		b.Run(tc.name+"/change", func(b *testing.B) {
+			d := deps[4321]
+			b.ReportAllocs()
+			for i := 0; b.Loop(); i++ {
+				d.Priority = int32(i % 4)
+				reg.Set(d.Ref, &d)
+			}
+		})
+		b.Run(tc.name+"/remove-add", func(b *testing.B) {
+			d := deps[1234]
+			b.ReportAllocs()
+			for i := 0; b.Loop(); i++ {
+				if i%2 == 0 {
+					reg.Set(d.Ref, nil)
+				} else {
+					reg.Set(d.Ref, &d)
+				}
+			}
+		})
+	}
+}

@@ -83,7 +83,7 @@ func (e *NoEligibleError) Error() string {
 // pass over the ability's deployments. Policy caps on deadline and attempts narrow the
 // route's limits; they do not exclude.
 func (t *Table) Route(q Query) (Route, error) {
-	serving := t.byAbility[q.Ability]
+	serving, _ := t.byAbility.get(ability(q.Ability))
 	if q.Visible != nil {
 		serving = slices.DeleteFunc(slices.Clone(serving), func(d *Deployment) bool { return !q.Visible(d.Ref.Namespace) })
 	}
@@ -115,7 +115,7 @@ func (t *Table) Route(q Query) (Route, error) {
 		if len(out) == limit {
 			break
 		}
-		d, ok := t.byRef[ref]
+		d, ok := t.byRef.get(ref)
 		if !ok || !slices.Contains(d.Abilities, q.Ability) || slices.Contains(judged, d) ||
 			(q.Visible != nil && !q.Visible(d.Ref.Namespace)) {
 			continue

@@ -8,6 +8,7 @@ package routing
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -112,44 +113,126 @@ type Deployment struct {
 	Parameters []string
 }
 
-// Table is an immutable snapshot of the routable deployments, indexed by ability.
+// Table is an immutable snapshot of the routable deployments, indexed by ability. Its
+// indexes are persistent (index.go): a table derived from another by one change shares
+// with it everything the change did not touch.
 type Table struct {
-	byAbility  map[string][]*Deployment // each sorted by priority desc, then ref
-	byRef      map[Ref]*Deployment
-	namespaces []string // of the deployments, sorted, each once
+	byAbility  pmap[ability, []*Deployment] // each sorted by routeOrder
+	byRef      pmap[Ref, *Deployment]
+	namespaces []string // of the deployments, sorted, each once; nil when empty
 }
 
 // NewTable indexes deployments. It copies the slice headers it keeps; callers must not
 // modify the deployments afterwards.
 func NewTable(deployments []Deployment) *Table {
-	t := &Table{
-		byAbility: make(map[string][]*Deployment),
-		byRef:     make(map[Ref]*Deployment, len(deployments)),
-	}
 	all := make([]Deployment, len(deployments))
 	copy(all, deployments)
+	ds := make([]*Deployment, len(all))
 	for i := range all {
-		d := &all[i]
-		t.byRef[d.Ref] = d
-		t.namespaces = append(t.namespaces, d.Ref.Namespace)
+		ds[i] = &all[i]
+	}
+	t, _ := buildTable(ds)
+	return t
+}
+
+// buildTable indexes ds, which it keeps, and returns the number of deployments of each
+// namespace, which the Registry keeps to know when a change adds or removes a namespace.
+func buildTable(ds []*Deployment) (*Table, map[string]int) {
+	t := &Table{byRef: buildPmap(len(ds), func(i int) (Ref, *Deployment) { return ds[i].Ref, ds[i] })}
+
+	// Group by ability into one backing array, each group with its exact capacity, so
+	// that each list is allocated once and sorted in place. The first pass numbers the
+	// abilities and remembers each listing's number, so the second pass needs no lookup.
+	number := make(map[string]int32)
+	var sizes []int
+	var listings []int32
+	perNamespace := make(map[string]int)
+	for _, d := range ds {
+		perNamespace[d.Ref.Namespace]++
 		for _, a := range d.Abilities {
-			t.byAbility[a] = append(t.byAbility[a], d)
+			n, ok := number[a]
+			if !ok {
+				n = int32(len(sizes))
+				number[a] = n
+				sizes = append(sizes, 0)
+			}
+			sizes[n]++
+			listings = append(listings, n)
 		}
 	}
-	for _, ds := range t.byAbility {
-		slices.SortFunc(ds, func(a, b *Deployment) int {
-			if c := cmp.Compare(b.Priority, a.Priority); c != 0 {
-				return c
-			}
-			if c := cmp.Compare(a.Ref.Namespace, b.Ref.Namespace); c != 0 {
-				return c
-			}
-			return cmp.Compare(a.Ref.Name, b.Ref.Name)
-		})
+	groups := make([][]*Deployment, len(sizes))
+	backing := make([]*Deployment, len(listings))
+	for n, size := range sizes {
+		groups[n], backing = backing[:0:size], backing[size:]
 	}
-	slices.Sort(t.namespaces)
-	t.namespaces = slices.Compact(t.namespaces)
-	return t
+	next := 0
+	for _, d := range ds {
+		for range d.Abilities {
+			n := listings[next]
+			groups[n] = append(groups[n], d)
+			next++
+		}
+	}
+	for _, g := range groups {
+		slices.SortFunc(g, routeOrder)
+	}
+	names := make([]string, len(sizes))
+	for a, n := range number {
+		names[n] = a
+	}
+	t.byAbility = buildPmap(len(names), func(i int) (ability, []*Deployment) { return ability(names[i]), groups[i] })
+
+	if len(perNamespace) > 0 {
+		t.namespaces = slices.Sorted(maps.Keys(perNamespace))
+	}
+	return t, perNamespace
+}
+
+// replace returns the table with from (nil for an addition) replaced by to (nil for a
+// removal); both have the same ref. namespaces is the new table's namespace list. t is
+// left as it was. The cost is one shard of each index and the lists of the abilities
+// from and to serve, not the whole table (index.go).
+func (t *Table) replace(from, to *Deployment, namespaces []string) *Table {
+	next := &Table{byAbility: t.byAbility, byRef: t.byRef, namespaces: namespaces}
+	if to != nil {
+		next.byRef = next.byRef.with(to.Ref, to)
+	} else if from != nil {
+		next.byRef = next.byRef.without(from.Ref)
+	}
+	var abilities []string
+	if from != nil {
+		abilities = append(abilities, from.Abilities...)
+	}
+	if to != nil {
+		abilities = append(abilities, to.Abilities...)
+	}
+	for i, a := range abilities {
+		if slices.Contains(abilities[:i], a) {
+			continue // this ability's list is already done
+		}
+		key := ability(a)
+		cur, _ := next.byAbility.get(key)
+		var n int
+		if to != nil {
+			n = occurrences(to.Abilities, a)
+		}
+		if ds := replaceListed(cur, from, to, n); ds != nil {
+			next.byAbility = next.byAbility.with(key, ds)
+		} else {
+			next.byAbility = next.byAbility.without(key)
+		}
+	}
+	return next
+}
+
+func occurrences(list []string, s string) int {
+	n := 0
+	for _, x := range list {
+		if x == s {
+			n++
+		}
+	}
+	return n
 }
 
 // Namespaces returns the namespaces that hold deployments, sorted. The caller must not
@@ -157,18 +240,17 @@ func NewTable(deployments []Deployment) *Table {
 func (t *Table) Namespaces() []string { return t.namespaces }
 
 // Len is the number of deployments in the table.
-func (t *Table) Len() int { return len(t.byRef) }
+func (t *Table) Len() int { return t.byRef.len() }
 
 // Get returns the deployment with the given ref.
 func (t *Table) Get(ref Ref) (*Deployment, bool) {
-	d, ok := t.byRef[ref]
-	return d, ok
+	return t.byRef.get(ref)
 }
 
 // Deployments returns every deployment, sorted by ref. For inspection and tests.
 func (t *Table) Deployments() []*Deployment {
-	out := make([]*Deployment, 0, len(t.byRef))
-	for _, d := range t.byRef {
+	out := make([]*Deployment, 0, t.byRef.len())
+	for _, d := range t.byRef.all() {
 		out = append(out, d)
 	}
 	slices.SortFunc(out, func(a, b *Deployment) int { return cmp.Compare(a.Ref.String(), b.Ref.String()) })
