@@ -26,7 +26,8 @@ type Observer interface {
 	ExecutionEnded(ability string, code protocol.Code)
 	// Fallback is called when a failed attempt is followed by the next candidate.
 	Fallback(ability string)
-	// AttemptEnded is called when an attempt ends.
+	// AttemptEnded is called when an attempt ends; not for an attempt this replica lets
+	// go of (handed over, or its lease lost), whose new owner reports it.
 	AttemptEnded(r AttemptReport)
 	// FirstChunk is called when an attempt records its first output event, after
 	// latency since the attempt started.

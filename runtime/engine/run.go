@@ -194,6 +194,12 @@ func (e *Engine) attempt(ctx context.Context, x *execution, n int, d *routing.De
 	em := &emitter{w: &x.w, log: x.log, attempt: n, deployment: d, obs: e.obs, start: time.Now()}
 	out, perr, output, notSent := e.runAttempt(ctx, x, n, d, call, em)
 
+	if perr != nil && Detached(ctx) {
+		// Let go of, not ended: the replica that takes the execution over reports how
+		// the attempt ends.
+		endSpan(span, "")
+		return out, perr, output, notSent
+	}
 	var code protocol.Code
 	if perr != nil {
 		code = perr.Code
