@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/switchboard-dev/switchboard/runtime/auth"
@@ -30,7 +31,7 @@ const (
 	frameSize = 1024
 	// coalesceBytes bounds the frames written to a stream in one write.
 	coalesceBytes = 64 << 10
-	// idleFrameCap is the largest frame buffer a stream keeps while it waits.
+	// idleFrameCap is the largest frame buffer the pool keeps.
 	idleFrameCap = 8 << 10
 )
 
@@ -101,11 +102,11 @@ func (s *server) tail(w http.ResponseWriter, r *http.Request, id string, cursor 
 	out := frameWriter{w: w, rc: http.NewResponseController(w), timeout: s.writeTimeout}
 	idle := newIdleTimer(ctx, s.keepAlive)
 	defer idle.stop()
-	var (
-		frame = make([]byte, 0, frameSize)
-		env   = make([]byte, 0, frameSize)
-	)
-	if err := out.write(sse.AppendRetry(frame, sseRetry)); err != nil {
+	// The frame buffers come from a pool while events are written and go back before
+	// the stream waits, so that an idle subscriber holds none.
+	var bufs *frameBuffers
+	defer func() { bufs.release() }()
+	if err := out.write(retryFrame); err != nil {
 		return err
 	}
 	for {
@@ -116,13 +117,17 @@ func (s *server) tail(w http.ResponseWriter, r *http.Request, id string, cursor 
 		// The frames of one read go out in one write and one flush (in pieces of at most
 		// coalesceBytes): every one of those events is stored already, so none waits for
 		// another, and a reader catching up costs one system call per batch, not per event.
-		frame = frame[:0]
+		if bufs == nil {
+			bufs = framePool.Get().(*frameBuffers)
+		}
+		frame := bufs.frame[:0]
 		for i := range events {
 			ev := &events[i]
-			env = appendEnvelope(env[:0], ev)
-			frame = appendFrame(frame, ev, env)
+			bufs.env = appendEnvelope(bufs.env[:0], ev)
+			frame = appendFrame(frame, ev, bufs.env)
 			cursor = ev.Sequence
 			if last := i == len(events)-1 || ev.Type.Terminal(); last || len(frame) >= coalesceBytes {
+				bufs.frame = frame
 				if err := out.write(frame); err != nil {
 					return err
 				}
@@ -135,12 +140,10 @@ func (s *server) tail(w http.ResponseWriter, r *http.Request, id string, cursor 
 		if len(events) == replayBatch {
 			continue // more to replay; no need to wait
 		}
-		if cap(frame) > idleFrameCap {
-			// Caught up after a large batch: an idle stream keeps only small buffers.
-			frame, env = make([]byte, 0, frameSize), make([]byte, 0, frameSize)
-		}
-		// Caught up: wait for the next append, with a keep-alive comment each time the
-		// stream has been idle for the interval.
+		// Caught up: give the buffers back and wait for the next append, with a
+		// keep-alive comment each time the stream has been idle for the interval.
+		bufs.release()
+		bufs = nil
 		for {
 			err := s.store.Wait(idle.ctx, id, cursor)
 			if err == nil {
@@ -199,6 +202,26 @@ func (t *idleTimer) stop() {
 		t.cancel(nil)
 	}
 }
+
+// frameBuffers are the buffers a stream encodes frames in: the envelope of one event and
+// the frames of one batch.
+type frameBuffers struct{ frame, env []byte }
+
+var framePool = sync.Pool{New: func() any {
+	return &frameBuffers{frame: make([]byte, 0, frameSize), env: make([]byte, 0, frameSize)}
+}}
+
+// release returns b to the pool, unless a large batch grew it: the pool keeps only
+// small buffers. A nil b is a no-op.
+func (b *frameBuffers) release() {
+	if b == nil || cap(b.frame) > idleFrameCap || cap(b.env) > idleFrameCap {
+		return
+	}
+	framePool.Put(b)
+}
+
+// retryFrame announces the reconnection time at the start of every stream.
+var retryFrame = sse.AppendRetry(nil, sseRetry)
 
 // keepAlive is the keep-alive comment frame.
 var keepAlive = sse.AppendComment(nil, "keep-alive")
