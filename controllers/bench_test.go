@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/switchboard-dev/switchboard/api/v1alpha1"
 	"github.com/switchboard-dev/switchboard/runtime/routing"
@@ -28,6 +29,10 @@ func benchObjects() ([]*v1alpha1.ModelDeployment, *corev1.Secret, []v1alpha1.Cap
 			*newPolicy(ns, "strict-tools", withToolsDisabled(), selecting("tier", "standard")),
 			*newPolicy(ns, "text-only", withAllowedInputs("text", "json")))
 	}
+	for i := range policies { // as read from an API server
+		policies[i].UID = types.UID(fmt.Sprintf("uid-%d", i))
+		policies[i].ResourceVersion = "1"
+	}
 	return mds, secret, policies
 }
 
@@ -42,17 +47,19 @@ func policiesByNamespace(policies []v1alpha1.CapabilityPolicy) map[string][]v1al
 // BenchmarkBuildTable10k converts 10,000 ModelDeployments (with their Secrets and two
 // policies of each namespace) into routing entries and publishes one table: the work of
 // a replica's start-up sync. "reconciler" resolves each object against the policies of
-// its namespace, as each reconcile does after listing them; "manifests" compiles the
-// policies once for all objects, as Manifests.Apply does.
+// its namespace through the reconciler's policy cache, as each reconcile does after
+// listing them; "manifests" compiles the policies once for all objects, as
+// Manifests.Apply does.
 func BenchmarkBuildTable10k(b *testing.B) {
 	mds, secret, policies := benchObjects()
 	b.Run("reconciler", func(b *testing.B) {
 		own := policiesByNamespace(policies)
 		b.ReportAllocs()
 		for b.Loop() {
+			var cache policyCache // a fresh replica's
 			reg := routing.NewRegistry(&routing.Holder{})
 			for _, md := range mds {
-				res := resolve(md, secret, own[md.Namespace])
+				res := resolveWith(md, secret, cache.compiled(md.Namespace, own[md.Namespace]))
 				reg.Set(routing.Ref{Namespace: md.Namespace, Name: md.Name}, res.deployment)
 			}
 			reg.Start()

@@ -43,6 +43,9 @@ type ModelDeploymentReconciler struct {
 	// Metrics records switchboard_modeldeployment_ready on every replica; nil records
 	// nothing.
 	Metrics *Recorder
+
+	// policies keeps each namespace's CapabilityPolicies compiled between reconciles.
+	policies policyCache
 }
 
 // Reconcile follows the fixed skeleton: get (NotFound removes the entry) → resolve →
@@ -118,7 +121,7 @@ func (r *ModelDeploymentReconciler) resolve(ctx context.Context, md *v1alpha1.Mo
 	if err := r.Client.List(ctx, policies, client.InNamespace(md.Namespace)); err != nil {
 		return resolution{}, fmt.Errorf("list capabilitypolicies in %s: %w", md.Namespace, err)
 	}
-	return resolve(md, secret, policies.Items), nil
+	return resolveWith(md, secret, r.policies.compiled(md.Namespace, policies.Items)), nil
 }
 
 func (r *ModelDeploymentReconciler) leading() bool {
