@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/switchboard-dev/switchboard/runtime/engine"
@@ -196,8 +197,10 @@ type result struct {
 // execute builds the adapter for d and runs one attempt of req.
 func execute(t *testing.T, ctx context.Context, d *routing.Deployment, req *protocol.Request) result {
 	t.Helper()
+	// The logger comes with the attempt's context, as the engine passes it.
 	var logs enginetest.LogSink
-	a, err := openai.New(d, openai.WithLogger(logs.Logger()))
+	ctx = logr.NewContext(ctx, logs.Logger())
+	a, err := openai.New(d)
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}

@@ -53,7 +53,9 @@ func WithHTTPClient(c *http.Client) Option {
 }
 
 // WithLogger sets the logger for provider failures (status, error type and code,
-// request id — never a message, body or credential). The zero Logger discards.
+// request id — never a message, body or credential) of attempts whose context carries
+// none; the engine's attempts carry their own (logr.NewContext). The zero Logger
+// discards.
 func WithLogger(l logr.Logger) Option {
 	return func(cfg *config) { cfg.log = l }
 }
@@ -203,6 +205,11 @@ var defaultClient = sync.OnceValue(func() *http.Client {
 func (a *adapter) Execute(ctx context.Context, at engine.Attempt, emit engine.Emitter) (engine.Outcome, error) {
 	if at.Request == nil {
 		return engine.Outcome{}, engine.NotSent(errMissing.Clone())
+	}
+	// The engine gives each attempt a logger naming the execution, attempt and
+	// deployment; the adapter is built per attempt, so it takes that one.
+	if l, err := logr.FromContext(ctx); err == nil {
+		a.log = l
 	}
 	body, perr := buildRequest(at.Request, a.model, a.caps, a.stream)
 	if perr != nil {
