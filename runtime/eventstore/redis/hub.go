@@ -52,6 +52,11 @@ type hub struct {
 	ps     *goredis.PubSub // the current connection
 	closed bool            // no new connection may be made
 	topics map[string]*topic
+	// wanted holds the channels joined since the last sync while not subscribed, so
+	// that a join costs a look at its own channel, not at every topic; resync asks for
+	// a look at every topic (after a reconnect).
+	wanted map[string]struct{}
+	resync bool
 }
 
 // topic is one channel and its local waiters. Its fields are guarded by hub.mu.
@@ -77,6 +82,7 @@ func newHub(client goredis.UniversalClient, done <-chan struct{}) *hub {
 		kick:   make(chan struct{}, 1),
 		ps:     client.Subscribe(context.Background()),
 		topics: make(map[string]*topic),
+		wanted: make(map[string]struct{}),
 	}
 	h.wg.Go(h.receive)
 	h.wg.Go(h.manage)
@@ -105,6 +111,7 @@ func (h *hub) join(channel string) *topic {
 	}
 	t.refs++
 	if !t.subscribed {
+		h.wanted[channel] = struct{}{}
 		h.poke()
 	}
 	return t
@@ -157,17 +164,36 @@ func (h *hub) manage() {
 		case <-h.done:
 			return
 		case <-h.kick:
+			h.sync(false)
 		case <-sweep.C:
+			h.sync(true)
 		}
-		h.sync()
 	}
 }
 
-func (h *hub) sync() {
+// sync subscribes to the channels joined since the last sync. With all (the periodic
+// sweep), or after a reconnect, it looks at every topic: it also unsubscribes from those
+// idle for linger and forgets those left behind.
+func (h *hub) sync(all bool) {
 	now := time.Now()
 	var sub, unsub []string
 	h.mu.Lock()
 	ps := h.ps
+	if !all && !h.resync {
+		for channel := range h.wanted {
+			if t := h.topics[channel]; t != nil && t.refs > 0 && !t.subscribed {
+				t.subscribed = true
+				t.pending++
+				sub = append(sub, channel)
+			}
+		}
+		clear(h.wanted)
+		h.mu.Unlock()
+		h.apply(ps, sub, nil)
+		return
+	}
+	h.resync = false
+	clear(h.wanted)
 	for channel, t := range h.topics {
 		switch {
 		case t.refs > 0 && !t.subscribed:
@@ -185,6 +211,11 @@ func (h *hub) sync() {
 		}
 	}
 	h.mu.Unlock()
+	h.apply(ps, sub, unsub)
+}
+
+// apply sends the UNSUBSCRIBE and SUBSCRIBE that sync decided on ps.
+func (h *hub) apply(ps *goredis.PubSub, sub, unsub []string) {
 	if len(sub) == 0 && len(unsub) == 0 {
 		return
 	}
@@ -248,6 +279,7 @@ func (h *hub) restart(old *goredis.PubSub) {
 	h.mu.Lock()
 	if h.ps == old && !h.closed {
 		h.ps = h.client.Subscribe(context.Background())
+		h.resync = true
 		for _, t := range h.topics {
 			t.subscribed, t.pending = false, 0
 			// Joiners from now on wait for the new subscription.
