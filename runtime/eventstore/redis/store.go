@@ -673,7 +673,10 @@ func (s *Store) block(ctx context.Context, channel string, check func(context.Co
 	var seen uint64 // messages t had received at the last check
 	for {
 		wake, messages, last := s.hub.watch(t)
-		if !first && messages != seen && announced != nil && announced(last) {
+		// A message already announces what is waited for — a live tail whose channel
+		// stayed subscribed sees the next append's message before it waits again — so
+		// no read of the state is needed.
+		if (!first || messages > 0) && messages != seen && announced != nil && announced(last) {
 			return nil
 		}
 		first, seen = false, messages
