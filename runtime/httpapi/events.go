@@ -106,13 +106,19 @@ func (s *server) tail(w http.ResponseWriter, r *http.Request, id string, cursor 
 	// the stream waits, so that an idle subscriber holds none.
 	var bufs *frameBuffers
 	defer func() { bufs.release() }()
-	if err := out.write(retryFrame); err != nil {
-		return err
-	}
+	// The retry field opens the stream: with the first events when some are stored
+	// already (one write), else alone, so that the client sees the stream open.
+	opening := retryFrame
 	for {
 		events, err := s.store.Read(ctx, id, cursor, replayBatch)
 		if err != nil {
 			return err
+		}
+		if len(events) == 0 && opening != nil {
+			if err := out.write(opening); err != nil {
+				return err
+			}
+			opening = nil
 		}
 		// The frames of one read go out in one write and one flush (in pieces of at most
 		// coalesceBytes): every one of those events is stored already, so none waits for
@@ -120,7 +126,8 @@ func (s *server) tail(w http.ResponseWriter, r *http.Request, id string, cursor 
 		if bufs == nil {
 			bufs = framePool.Get().(*frameBuffers)
 		}
-		frame := bufs.frame[:0]
+		frame := append(bufs.frame[:0], opening...)
+		opening = nil
 		for i := range events {
 			ev := &events[i]
 			bufs.env = appendEnvelope(bufs.env[:0], ev)
