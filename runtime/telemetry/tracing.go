@@ -49,7 +49,8 @@ func Tracing(ctx context.Context, cfg TracingConfig) (*sdktrace.TracerProvider, 
 	if cfg.Endpoint != "" {
 		u, err := url.Parse(cfg.Endpoint)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return nil, fmt.Errorf("--otel-endpoint: want an http or https URL such as http://otel-collector:4318, got %q", cfg.Endpoint)
+			// The value is not echoed: a URL may carry credentials.
+			return nil, errors.New("--otel-endpoint: want an http or https URL with a host, such as http://otel-collector:4318")
 		}
 		base = u
 	}
