@@ -353,6 +353,10 @@ type stream struct {
 func (r *reader) readStream(body io.Reader) (engine.Outcome, error) {
 	s := &stream{reader: r, byIndex: map[int]int{}}
 	dec := sse.NewDecoder(body)
+	// One chunk value is decoded into again and again, its choices' array reused:
+	// a stream has a chunk per token. Reset it fully first, since encoding/json leaves
+	// fields a chunk lacks as they were.
+	var c chunk
 	for {
 		ev, err := dec.Next()
 		if err != nil {
@@ -361,7 +365,9 @@ func (r *reader) readStream(body io.Reader) (engine.Outcome, error) {
 		if ev.Data == "[DONE]" {
 			return s.done()
 		}
-		var c chunk
+		choices := c.Choices[:cap(c.Choices)]
+		clear(choices)
+		c = chunk{Choices: choices[:0]}
 		if err := json.Unmarshal([]byte(ev.Data), &c); err != nil {
 			return engine.Outcome{}, r.a.fail(r.malformed())
 		}
