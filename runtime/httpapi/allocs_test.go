@@ -6,8 +6,6 @@ import (
 	"net/http/httptest"
 	"testing"
 	"time"
-
-	"github.com/switchboard-dev/switchboard/runtime/protocol"
 )
 
 // Allocation bounds of the hot paths, from the figures measured when they were set: a
@@ -102,5 +100,3 @@ func (d *discardStream) Write(p []byte) (int, error) {
 func (d *discardStream) FlushError() error                { return nil }
 func (d *discardStream) SetWriteDeadline(time.Time) error { return nil }
 func (d *discardStream) SetReadDeadline(time.Time) error  { return nil }
-
-var _ = protocol.EventOutputDelta

@@ -14,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/funcr"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/common/expfmt"
@@ -461,5 +460,3 @@ func seriesCount(t *testing.T, reg *prometheus.Registry) int {
 	}
 	return n
 }
-
-var _ = logr.Discard
