@@ -250,8 +250,28 @@ func freePort() (string, error) {
 // worldManifests are the models of team-a and team-b, served by the demo provider at
 // provider.
 func worldManifests(provider string) string {
-	model := func(ns, name, providerKind, path, model, ability string) string {
-		return fmt.Sprintf(`---
+	return demoSecretYAML(teamA) + demoSecretYAML(teamB) +
+		demoModelYAML(provider, teamA, "alpha-chat", "openai-compatible", "openai/v1", "echo", "chat") +
+		demoModelYAML(provider, teamA, "alpha-stall", "openai-compatible", "openai/v1", "echo-stall", "stall") +
+		demoModelYAML(provider, teamB, "beta-chat", "openai-compatible", "openai/v1", "echo", "chat") +
+		demoModelYAML(provider, teamB, "beta-summarizer", "anthropic", "anthropic", "echo", "summarize")
+}
+
+// demoSecretYAML is the Secret "demo" of namespace ns, holding the demo provider's key.
+func demoSecretYAML(ns string) string {
+	return fmt.Sprintf(`---
+apiVersion: v1
+kind: Secret
+metadata: {name: demo, namespace: %s}
+stringData: {api-key: %s}
+`, ns, e2eKey)
+}
+
+// demoModelYAML is a streaming ModelDeployment ns/name of the demo provider at
+// providerAddr, using the Secret of demoSecretYAML: providerKind is its spec.provider and
+// path the demo provider's path for that wire format.
+func demoModelYAML(providerAddr, ns, name, providerKind, path, model, ability string) string {
+	return fmt.Sprintf(`---
 apiVersion: ai.switchboard.dev/v1alpha1
 kind: ModelDeployment
 metadata: {name: %[2]s, namespace: %[1]s}
@@ -263,21 +283,7 @@ spec:
   credentials: {secretRef: {name: demo, key: api-key}}
   abilities: [%[6]s]
   capabilities: {streaming: true}
-`, ns, name, providerKind, path, model, ability, provider)
-	}
-	secret := func(ns string) string {
-		return fmt.Sprintf(`---
-apiVersion: v1
-kind: Secret
-metadata: {name: demo, namespace: %s}
-stringData: {api-key: %s}
-`, ns, e2eKey)
-	}
-	return secret(teamA) + secret(teamB) +
-		model(teamA, "alpha-chat", "openai-compatible", "openai/v1", "echo", "chat") +
-		model(teamA, "alpha-stall", "openai-compatible", "openai/v1", "echo-stall", "stall") +
-		model(teamB, "beta-chat", "openai-compatible", "openai/v1", "echo", "chat") +
-		model(teamB, "beta-summarizer", "anthropic", "anthropic", "echo", "summarize")
+`, ns, name, providerKind, path, model, ability, providerAddr)
 }
 
 // worldDeployments are the ModelDeployments of worldManifests.

@@ -305,23 +305,7 @@ func testChartRBAC(t *testing.T, w *kubeWorld, release string, scoped bool) {
 	// The models' namespace: a credential Secret, a model of the demo provider, a caller
 	// bound to the chart's executor role, a scraper (bound by the chart's
 	// metricsReaderSubjects); elsewhere: a Secret nothing references.
-	apply(ctx, t, w, fmt.Sprintf(`apiVersion: v1
-kind: Secret
-metadata: {name: demo, namespace: %[1]s}
-stringData: {api-key: %[2]s}
----
-apiVersion: ai.switchboard.dev/v1alpha1
-kind: ModelDeployment
-metadata: {name: chat, namespace: %[1]s}
-spec:
-  provider: openai-compatible
-  model: echo
-  endpoint: http://%[3]s/openai/v1
-  allowInsecureEndpoint: true
-  credentials: {secretRef: {name: demo, key: api-key}}
-  abilities: [chat]
-  capabilities: {streaming: true}
----
+	apply(ctx, t, w, demoSecretYAML(models)+demoModelYAML(w.providerAddr, models, "chat", "openai-compatible", "openai/v1", "echo", "chat")+fmt.Sprintf(`---
 apiVersion: v1
 kind: ServiceAccount
 metadata: {name: caller, namespace: %[1]s}
@@ -333,14 +317,14 @@ metadata: {name: scraper, namespace: %[1]s}
 apiVersion: rbac.authorization.k8s.io/v1
 kind: RoleBinding
 metadata: {name: caller-executor, namespace: %[1]s}
-roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: %[4]s-executor}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: %[2]s-executor}
 subjects: [{kind: ServiceAccount, name: caller, namespace: %[1]s}]
 ---
 apiVersion: v1
 kind: Secret
-metadata: {name: unrelated, namespace: %[5]s}
+metadata: {name: unrelated, namespace: %[3]s}
 stringData: {password: not-for-switchboard}
-`, models, e2eKey, w.providerAddr, inst.fullname, elsewhere))
+`, models, inst.fullname, elsewhere))
 
 	c := newAuthClient()
 	c.secret("the demo provider's key", e2eKey)

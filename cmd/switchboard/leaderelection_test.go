@@ -38,23 +38,7 @@ func TestLeaderElectionFromKubeconfig(t *testing.T) {
 	defer cancel()
 	const ns = "leaders"
 	ensureNamespace(t, w, ns)
-	apply(ctx, t, w, fmt.Sprintf(`apiVersion: v1
-kind: Secret
-metadata: {name: demo, namespace: %[1]s}
-stringData: {api-key: %[2]s}
----
-apiVersion: ai.switchboard.dev/v1alpha1
-kind: ModelDeployment
-metadata: {name: chat, namespace: %[1]s}
-spec:
-  provider: openai-compatible
-  model: echo
-  endpoint: http://%[3]s/openai/v1
-  allowInsecureEndpoint: true
-  credentials: {secretRef: {name: demo, key: api-key}}
-  abilities: [chat]
-  capabilities: {streaming: true}
----
+	apply(ctx, t, w, demoSecretYAML(ns)+demoModelYAML(w.providerAddr, ns, "chat", "openai-compatible", "openai/v1", "echo", "chat")+fmt.Sprintf(`---
 apiVersion: v1
 kind: ServiceAccount
 metadata: {name: caller, namespace: %[1]s}
@@ -64,7 +48,7 @@ kind: RoleBinding
 metadata: {name: caller-executor, namespace: %[1]s}
 roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: switchboard-executor}
 subjects: [{kind: ServiceAccount, name: caller, namespace: %[1]s}]
-`, ns, e2eKey, w.providerAddr))
+`, ns))
 	key := client.ObjectKey{Namespace: ns, Name: "chat"}
 
 	// The manager's kubeconfig, its context now naming the manager's namespace: no
