@@ -323,7 +323,7 @@ func (em *emitter) RemoteJob(handle json.RawMessage) error {
 	if len(handle) == 0 || len(handle) > MaxRemoteJobBytes || !json.Valid(handle) {
 		return fmt.Errorf("remote job handle: empty, larger than %d bytes or not JSON: %w", MaxRemoteJobBytes, ErrInvalidEvent)
 	}
-	rec, err := json.Marshal(remoteJob{Attempt: em.attempt, Deployment: em.deployment.Ref.String(), Handle: handle})
+	rec, err := json.Marshal(remoteJob{Attempt: em.attempt, Deployment: em.deployment.RefString(), Handle: handle})
 	if err != nil {
 		return fmt.Errorf("remote job handle: %w", ErrInvalidEvent)
 	}

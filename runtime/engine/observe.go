@@ -135,7 +135,7 @@ func (e *Engine) startAttemptSpan(ctx context.Context, n int, d *routing.Deploym
 			attrOperation.String(op),
 			attrProvider.String(d.Provider),
 			attrRequestModel.String(d.Model),
-			attrDeployment.String(d.Ref.String()),
+			attrDeployment.String(d.RefString()),
 			attrAttempt.Int(n),
 		))
 }

@@ -130,7 +130,7 @@ func (e *Engine) attempts(ctx context.Context, x *execution) (protocol.EventType
 			// Never start an attempt once the execution has ended.
 			return e.failed(x, causeError(context.Cause(ctx)))
 		}
-		ref := d.Ref.String()
+		ref := d.RefString()
 		sel := protocol.RouteSelectedData{Attempt: n, Deployment: ref, Provider: d.Provider, Model: d.Model}
 		if err := x.w.append(protocol.EventRouteSelected, sel); err != nil {
 			return e.failed(x, lifecycleError(err, x.log, "Cannot record route.selected"))
@@ -214,7 +214,7 @@ func (e *Engine) attempt(ctx context.Context, x *execution, n int, d *routing.De
 // runAttempt runs attempt n (see attempt), emitting through em.
 func (e *Engine) runAttempt(ctx context.Context, x *execution, n int, d *routing.Deployment, call adapterCall, em *emitter) (Outcome, *protocol.Error, bool, bool) {
 
-	log := x.log.WithValues("attempt", n, "deployment", d.Ref.String(), "provider", d.Provider)
+	log := x.log.WithValues("attempt", n, "deployment", d.RefString(), "provider", d.Provider)
 	factory := e.providers[d.Provider].New
 	if factory == nil {
 		log.Error(nil, "No adapter factory for provider")

@@ -56,7 +56,7 @@ func (r *Registry) Set(ref Ref, d *Deployment) {
 		// that in-flight executions still hold keep the value they had.
 		next = new(Deployment)
 		*next = *d
-		next.Ref = ref
+		next.Ref, next.refString = ref, ref.String()
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()

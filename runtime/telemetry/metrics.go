@@ -71,12 +71,6 @@ type Metrics struct {
 	orphans           *prometheus.CounterVec
 	buildInfo         *prometheus.GaugeVec
 
-	// refs caches the deployment label of each deployment, so that labelling an attempt
-	// does not format "namespace/name" again: it is bounded by the deployments the
-	// routing table ever held.
-	refsMu sync.RWMutex
-	refs   map[routing.Ref]string
-
 	// routes caches the series of each route: the API's patterns, a handful.
 	routesMu sync.RWMutex
 	routes   map[string]*routeSeries
@@ -92,7 +86,6 @@ type routeSeries struct {
 // NewMetrics returns the runtime's metrics, none of them registered yet.
 func NewMetrics() *Metrics {
 	m := &Metrics{
-		refs:   make(map[routing.Ref]string),
 		routes: make(map[string]*routeSeries),
 		operationDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "gen_ai_client_operation_duration_seconds",
@@ -234,39 +227,24 @@ func (o engineObserver) Fallback(ability string) { o.m.fallbacks.WithLabelValues
 
 func (o engineObserver) AttemptEnded(r engine.AttemptReport) {
 	d := r.Deployment
-	ref := o.m.deployment(d.Ref)
+	ref := d.RefString()
 	o.m.attempts.WithLabelValues(ref, codeLabel(r.Code)).Inc()
 	o.m.operationDuration.WithLabelValues(ref, d.Provider, d.Model, string(r.Code)).Observe(r.Duration.Seconds())
 }
 
 func (o engineObserver) FirstChunk(d *routing.Deployment, latency time.Duration) {
-	o.m.timeToFirstChunk.WithLabelValues(o.m.deployment(d.Ref), d.Provider, d.Model).Observe(latency.Seconds())
+	o.m.timeToFirstChunk.WithLabelValues(d.RefString(), d.Provider, d.Model).Observe(latency.Seconds())
 }
 
 func (o engineObserver) Usage(d *routing.Deployment, usage []protocol.Usage) {
 	for _, u := range usage {
 		if typ, ok := tokenTypes[u.Unit]; ok {
-			o.m.tokenUsage.WithLabelValues(o.m.deployment(d.Ref), d.Provider, d.Model, typ).Observe(u.Quantity)
+			o.m.tokenUsage.WithLabelValues(d.RefString(), d.Provider, d.Model, typ).Observe(u.Quantity)
 		}
 	}
 }
 
 func (o engineObserver) OrphanRecovered(outcome string) { o.m.orphans.WithLabelValues(outcome).Inc() }
-
-// deployment is the deployment label of ref: "namespace/name".
-func (m *Metrics) deployment(ref routing.Ref) string {
-	m.refsMu.RLock()
-	s, ok := m.refs[ref]
-	m.refsMu.RUnlock()
-	if ok {
-		return s
-	}
-	s = ref.String()
-	m.refsMu.Lock()
-	m.refs[ref] = s
-	m.refsMu.Unlock()
-	return s
-}
 
 // codeLabel is the code label of an outcome: ok for success.
 func codeLabel(code protocol.Code) string {

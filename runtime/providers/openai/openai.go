@@ -137,7 +137,7 @@ func New(d *routing.Deployment, opts ...Option) (engine.Adapter, error) {
 		caps:     d.Capabilities,
 		stream:   d.Capabilities.Has(routing.CapsOf(protocol.CapStreaming)),
 		client:   cfg.client,
-		log:      cfg.log.WithValues("provider", d.Provider, "deployment", d.Ref.String()),
+		log:      cfg.log.WithValues("provider", d.Provider, "deployment", d.RefString()),
 	}
 	if !d.Credential.IsSet() && d.Provider == ProviderOpenAI {
 		return nil, protocol.NewError(protocol.CodeProviderRejected, "the openai deployment has no credential")
