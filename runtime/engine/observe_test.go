@@ -90,3 +90,30 @@ func TestObserverSeesEachFactOnce(t *testing.T) {
 		t.Errorf("running = %d after the execution ended", running)
 	}
 }
+
+// TestObserverSeesOrphanRecovered: the replica that ends an orphan reports it as
+// recovered with the code it ends it with, and the execution as ended with that code.
+func TestObserverSeesOrphanRecovered(t *testing.T) {
+	obs := &observer{}
+	s := newScript(delta("partial"), hang())
+	r := newReplicas(t, 2, scriptProvider(s), func(c *engine.Config) {
+		if c.Replica == "b" {
+			c.Observer = obs
+		}
+	})
+	id := r.submit(request())
+	r.running(id)
+	r.parts[0].cut.Store(true) // replica a stops reaching the store: its lease expires
+	r.finish(id)
+
+	var got []string
+	for deadline := time.Now().Add(waitTimeout); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		if got, _ = obs.recorded(); len(got) >= 2 {
+			break
+		}
+	}
+	want := []string{`orphan internal`, `ended chat "internal"`}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("replica b's observed calls (-want +got):\n%s", diff)
+	}
+}
