@@ -6,11 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"net/url"
-	"strings"
-	"time"
 
 	"github.com/go-logr/logr"
 
@@ -40,7 +37,7 @@ type Option func(*options)
 
 type options struct {
 	client *http.Client
-	log    *logr.Logger
+	log    logr.Logger
 }
 
 // WithHTTPClient makes the adapter send its requests with c (tests use it to reach an
@@ -50,34 +47,11 @@ func WithHTTPClient(c *http.Client) Option {
 	return func(o *options) { o.client = c }
 }
 
-// WithLogger makes the adapter log to l. Without it the adapter logs to the logger in the
-// attempt's context (logr.FromContext), if any.
+// WithLogger makes the adapter log to l when the attempt's context carries no logger
+// (the engine's attempts carry their own). The zero Logger discards.
 func WithLogger(l logr.Logger) Option {
-	return func(o *options) { o.log = &l }
+	return func(o *options) { o.log = l }
 }
-
-// defaultClient is shared by every adapter: the engine builds an adapter per attempt, and
-// a shared transport keeps connections pooled across attempts. It bounds connection set-up
-// but has no overall timeout, because a streamed answer may legitimately last minutes: the
-// attempt's context (deadline, attempt timeout, cancellation) governs how long a call runs.
-// ResponseHeaderTimeout is unset for the same reason: a non-streaming call answers only
-// when the whole message is generated.
-var defaultClient = &http.Client{
-	CheckRedirect: noRedirect,
-	Transport: &http.Transport{
-		Proxy:                 http.ProxyFromEnvironment,
-		DialContext:           (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
-		ForceAttemptHTTP2:     true,
-		TLSHandshakeTimeout:   10 * time.Second,
-		IdleConnTimeout:       90 * time.Second,
-		MaxIdleConns:          100,
-		MaxIdleConnsPerHost:   32,
-		ExpectContinueTimeout: time.Second,
-	},
-}
-
-// noRedirect keeps a 3xx as the response: following it would resend the credential.
-func noRedirect(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 
 // adapter runs attempts against one deployment. It holds only constructor inputs and is
 // safe for concurrent use.
@@ -87,7 +61,7 @@ type adapter struct {
 	cred   routing.Credential
 	caps   routing.CapSet
 	client *http.Client
-	log    *logr.Logger
+	log    logr.Logger
 }
 
 var _ engine.Adapter = (*adapter)(nil)
@@ -135,13 +109,8 @@ func New(d *routing.Deployment, opts ...Option) (engine.Adapter, error) {
 	}
 	target := u.JoinPath(messagesPath).String()
 
-	client := defaultClient
-	if o.client != nil {
-		c := *o.client // a shallow copy shares the caller's transport; only the redirect policy changes
-		c.CheckRedirect = noRedirect
-		client = &c
-	}
-	return &adapter{url: target, model: d.Model, cred: d.Credential, caps: d.Capabilities, client: client, log: o.log}, nil
+	return &adapter{url: target, model: d.Model, cred: d.Credential, caps: d.Capabilities,
+		client: providerhttp.Client(o.client), log: o.log}, nil
 }
 
 // rejected is a configuration error: the engine records it as provider_rejected.
@@ -202,11 +171,9 @@ func (a *adapter) Execute(ctx context.Context, at engine.Attempt, emit engine.Em
 	return r.readMessage(ctx, resp.Body)
 }
 
+// logger is the attempt's logger, else the one WithLogger gave.
 func (a *adapter) logger(ctx context.Context) logr.Logger {
-	if a.log != nil {
-		return *a.log
-	}
-	return logr.FromContextOrDiscard(ctx)
+	return providerhttp.Logger(ctx, a.log)
 }
 
 // transportCause strips the *url.Error wrapper, whose text names the request URL (which
@@ -217,10 +184,4 @@ func transportCause(err error) error {
 		return ue.Err
 	}
 	return err
-}
-
-// containsSecret reports whether s holds the credential; used to drop provider-supplied
-// identifiers that echo it.
-func containsSecret(s, secret string) bool {
-	return secret != "" && strings.Contains(s, secret)
 }

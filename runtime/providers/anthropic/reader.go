@@ -40,10 +40,7 @@ func (r *reader) answeredBy(model string) {
 
 // clean drops a provider-supplied identifier that contains the credential.
 func (r *reader) clean(s string) string {
-	if containsSecret(s, r.secret) {
-		return ""
-	}
-	return s
+	return providerhttp.Identifier(s, r.secret)
 }
 
 // send records one event. Its error (attempt over, store failure) ends the attempt: the

@@ -5,12 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"mime"
-	"net"
 	"net/http"
-	"net/url"
-	"strings"
-	"sync"
-	"time"
 
 	"github.com/go-logr/logr"
 
@@ -40,10 +35,10 @@ type config struct {
 	log    logr.Logger
 }
 
-// WithHTTPClient makes adapters send requests with c instead of the package's shared
-// default client. The attempt's context still governs every request; c should have no
-// overall Timeout, or long generations are cut. c's redirect policy is c's own: the
-// default client refuses redirects so the Authorization header never follows one.
+// WithHTTPClient makes adapters send requests with c instead of the shared provider
+// client (providerhttp.Client). The attempt's context still governs every request; c
+// should have no overall Timeout, or long generations are cut. Redirects are refused
+// whatever c's policy says, so the Authorization header never follows one.
 func WithHTTPClient(c *http.Client) Option {
 	return func(cfg *config) {
 		if c != nil {
@@ -110,9 +105,6 @@ func New(d *routing.Deployment, opts ...Option) (engine.Adapter, error) {
 	for _, o := range opts {
 		o(&cfg)
 	}
-	if cfg.client == nil {
-		cfg.client = defaultClient()
-	}
 	if d == nil || (d.Provider != ProviderOpenAI && d.Provider != ProviderCompatible) {
 		return nil, protocol.NewError(protocol.CodeProviderRejected, "the deployment's provider is not served by the openai adapter")
 	}
@@ -136,13 +128,13 @@ func New(d *routing.Deployment, opts ...Option) (engine.Adapter, error) {
 		url:      u,
 		caps:     d.Capabilities,
 		stream:   d.Capabilities.Has(routing.CapsOf(protocol.CapStreaming)),
-		client:   cfg.client,
+		client:   providerhttp.Client(cfg.client),
 		log:      cfg.log.WithValues("provider", d.Provider, "deployment", d.RefString()),
 	}
 	if !d.Credential.IsSet() && d.Provider == ProviderOpenAI {
 		return nil, protocol.NewError(protocol.CodeProviderRejected, "the openai deployment has no credential")
 	}
-	if !headerSafe(d.Credential.Reveal()) {
+	if !providerhttp.HeaderSafe(d.Credential.Reveal()) {
 		// Caught here rather than by net/http at send time, where it would look like a
 		// provider outage and be retried.
 		return nil, protocol.NewError(protocol.CodeProviderRejected, "the deployment's credential is not a valid header value")
@@ -151,53 +143,15 @@ func New(d *routing.Deployment, opts ...Option) (engine.Adapter, error) {
 	return a, nil
 }
 
-// headerSafe reports whether s is visible ASCII (spaces allowed inside), as a bearer
-// token must be; a Secret with a trailing newline is the common way to get this wrong.
-func headerSafe(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if s[i] < 0x20 || s[i] > 0x7e {
-			return false
-		}
-	}
-	return true
-}
-
 // completionsURL appends /chat/completions to the endpoint's path, keeping its query (as
-// gateways such as Azure's carry an api-version there). Endpoints with user information
-// are refused: a credential belongs in the Authorization header only.
+// gateways such as Azure's carry an api-version there).
 func completionsURL(endpoint string) (string, bool) {
-	u, err := url.Parse(endpoint)
-	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.User != nil {
+	u, ok := providerhttp.BaseURL(endpoint, "")
+	if !ok {
 		return "", false
 	}
-	u.Path = strings.TrimRight(u.Path, "/") + "/chat/completions"
-	u.RawPath = ""
-	u.Fragment, u.RawFragment = "", ""
-	return u.String(), true
+	return u.JoinPath("chat", "completions").String(), true
 }
-
-// defaultClient is shared by every adapter: New runs once per attempt, and a client per
-// attempt would throw away pooled connections. It bounds connecting, TLS and idle time
-// but sets no overall timeout and no response-header timeout — a non-streaming answer
-// arrives only when the model has finished — so the attempt's context governs. Redirects
-// are not followed: an endpoint that redirects is misconfigured, and following would
-// resend the Authorization header.
-var defaultClient = sync.OnceValue(func() *http.Client {
-	dialer := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}
-	return &http.Client{
-		Transport: &http.Transport{
-			Proxy:                 http.ProxyFromEnvironment,
-			DialContext:           dialer.DialContext,
-			ForceAttemptHTTP2:     true,
-			TLSHandshakeTimeout:   10 * time.Second,
-			ExpectContinueTimeout: time.Second,
-			IdleConnTimeout:       90 * time.Second,
-			MaxIdleConns:          256,
-			MaxIdleConnsPerHost:   64,
-		},
-		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-	}
-})
 
 // Execute implements engine.Adapter: one Chat Completions call, streamed when the
 // deployment declares streaming. A request it refuses (CanEncode's refusals) is
@@ -206,11 +160,8 @@ func (a *adapter) Execute(ctx context.Context, at engine.Attempt, emit engine.Em
 	if at.Request == nil {
 		return engine.Outcome{}, engine.NotSent(errMissing.Clone())
 	}
-	// The engine gives each attempt a logger naming the execution, attempt and
-	// deployment; the adapter is built per attempt, so it takes that one.
-	if l, err := logr.FromContext(ctx); err == nil {
-		a.log = l
-	}
+	// The adapter is built per attempt, so it takes the attempt's logger.
+	a.log = providerhttp.Logger(ctx, a.log)
 	body, perr := buildRequest(at.Request, a.model, a.caps, a.stream)
 	if perr != nil {
 		return engine.Outcome{}, engine.NotSent(perr)

@@ -172,16 +172,4 @@ func (a *adapter) redactValue(v any) any {
 
 // safeID returns a provider id for logs and provider_error only if it looks like one
 // (short, identifier characters) and is not the credential in disguise.
-func (a *adapter) safeID(id string) string {
-	if id == "" || len(id) > 128 || (a.token != "" && strings.Contains(id, a.token)) {
-		return ""
-	}
-	for _, r := range id {
-		ok := r == '_' || r == '-' || r == '.' ||
-			(r >= 'a' && r <= 'z') || (r >= 'A' && r <= 'Z') || (r >= '0' && r <= '9')
-		if !ok {
-			return ""
-		}
-	}
-	return id
-}
+func (a *adapter) safeID(id string) string { return providerhttp.Identifier(id, a.token) }

@@ -31,6 +31,7 @@ import (
 
 	"github.com/switchboard-dev/switchboard/runtime/engine"
 	"github.com/switchboard-dev/switchboard/runtime/protocol"
+	"github.com/switchboard-dev/switchboard/runtime/providers/providerhttp"
 	"github.com/switchboard-dev/switchboard/runtime/routing"
 )
 
@@ -77,9 +78,10 @@ type options struct {
 	pollMax     time.Duration
 }
 
-// WithHTTPClient sets the client used for every request (default http.DefaultClient).
-// The adapter uses a copy that does not follow redirects, so a redirect can never carry
-// the credential to another origin; the client's Transport and Timeout are kept.
+// WithHTTPClient sets the client used for every request (default: the shared provider
+// client, providerhttp.Client). The adapter uses a copy that does not follow redirects,
+// so a redirect can never carry the credential to another origin; the client's
+// Transport and Timeout are kept.
 func WithHTTPClient(c *http.Client) Option {
 	return func(o *options) {
 		if c != nil {
@@ -126,7 +128,7 @@ var modelPart = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
 // run through POST /v1/predictions). A deployment that cannot work — no credential, a
 // malformed model id or endpoint — gives a provider_rejected *protocol.Error.
 func New(d *routing.Deployment, opts ...Option) (engine.Adapter, error) {
-	o := options{client: http.DefaultClient, pollInitial: DefaultPollInitial, pollMax: DefaultPollMax}
+	o := options{pollInitial: DefaultPollInitial, pollMax: DefaultPollMax}
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -151,11 +153,7 @@ func New(d *routing.Deployment, opts ...Option) (engine.Adapter, error) {
 	if a.owner, a.name, a.version, err = parseModel(d.Model); err != nil {
 		return nil, rejected("the replicate deployment's model must be owner/name or owner/name:version")
 	}
-	// A shallow copy shares the caller's Transport (and its connection pool) while the
-	// redirect policy stays ours.
-	c := *o.client
-	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
-	a.client = &c
+	a.client = providerhttp.Client(o.client)
 	return a, nil
 }
 
