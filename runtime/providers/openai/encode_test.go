@@ -1,43 +1,13 @@
 package openai_test
 
 import (
-	"net/http"
 	"testing"
 
-	"github.com/switchboard-dev/switchboard/runtime/engine"
 	"github.com/switchboard-dev/switchboard/runtime/protocol"
 	"github.com/switchboard-dev/switchboard/runtime/providers/openai"
 	"github.com/switchboard-dev/switchboard/runtime/providers/providertest"
 	"github.com/switchboard-dev/switchboard/runtime/routing"
 )
-
-// subject is this adapter, for provider p, in the shared provider suite.
-func subject(p string) providertest.Subject {
-	return providertest.Subject{
-		New: func(d *routing.Deployment, c *http.Client) (engine.Adapter, error) {
-			return openai.New(d, openai.WithHTTPClient(c))
-		},
-		CanEncode: openai.CanEncode,
-		Deployment: func(endpoint string) *routing.Deployment {
-			return deployment(endpoint+"/v1", func(d *routing.Deployment) { d.Provider = p })
-		},
-	}
-}
-
-// TestCanEncodeAgreesWithExecute: over the shared corpus (every part type, role and
-// media form on six capability sets), CanEncode admits a request exactly when Execute
-// sends it, and refuses it with the error Execute returns as NotSent, sending nothing.
-func TestCanEncodeAgreesWithExecute(t *testing.T) {
-	for _, p := range []string{openai.ProviderOpenAI, openai.ProviderCompatible} {
-		t.Run(p, func(t *testing.T) { providertest.CheckEncodeAgreement(t, subject(p), providertest.Cases()) })
-	}
-}
-
-// TestJSONPartsAreText: every request with json parts is sent exactly as it would be
-// with text parts holding the same compact JSON.
-func TestJSONPartsAreText(t *testing.T) {
-	providertest.CheckJSONPartsAreText(t, subject(openai.ProviderOpenAI))
-}
 
 // TestJSONPartsNeverBecomeFields: a json part naming image, tools, model, messages or
 // stream reaches a text-only deployment, and a deployment without tools (a policy
@@ -47,7 +17,7 @@ func TestJSONPartsNeverBecomeFields(t *testing.T) {
 	const want = `{"model":"gpt-4o-mini","messages":[{"role":"user","content":[
 		{"type":"text","text":"Describe this record."},
 		{"type":"text","text":` + hostileText + `}]}]}`
-	s := subject(openai.ProviderOpenAI)
+	s := wire(openai.ProviderOpenAI).Subject
 	body := `{"ability":"chat","input":[{"type":"text","text":"Describe this record."},{"type":"json","json":` + providertest.Hostile + `}]}`
 	for name, caps := range map[string]routing.CapSet{
 		"text-only":              routing.CapsOf(protocol.CapInputText, protocol.CapInputJSON, protocol.CapOutputText),

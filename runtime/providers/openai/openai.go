@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"mime"
 	"net/http"
+	"strings"
 
 	"github.com/go-logr/logr"
 
@@ -22,7 +23,16 @@ const (
 	// ProviderCompatible is any server speaking the Chat Completions wire format; the
 	// endpoint is required, the credential optional (local servers often need none).
 	ProviderCompatible = "openai-compatible"
+	// ProviderAzure is the Azure OpenAI v1 API of one Azure resource: the endpoint (the
+	// resource's URL, https://{resource}.openai.azure.com) and the resource's API key,
+	// sent in the api-key header, are required; the model is the Azure deployment name.
+	ProviderAzure = "azure-openai"
 )
+
+// azurePath is the v1 API's base path on an Azure OpenAI resource, appended to the
+// endpoint unless the endpoint already ends with it.
+const azurePath = "/openai/v1"
+
 
 // DefaultEndpoint is the base URL of ProviderOpenAI when the deployment sets none.
 const DefaultEndpoint = "https://api.openai.com/v1"
@@ -67,12 +77,14 @@ func NewFactory(opts ...Option) engine.Factory {
 	return func(d *routing.Deployment) (engine.Adapter, error) { return New(d, opts...) }
 }
 
-// Register adds the adapter for ProviderOpenAI and ProviderCompatible, built with opts,
-// to m (engine.Config.Providers), with CanEncode as its routing-time check.
+// Register adds the adapter for ProviderOpenAI, ProviderCompatible and ProviderAzure,
+// built with opts, to m (engine.Config.Providers), with CanEncode as its routing-time
+// check.
 func Register(m map[string]engine.Provider, opts ...Option) {
 	p := engine.Provider{New: NewFactory(opts...), CanEncode: CanEncode, Operation: "chat"}
 	m[ProviderOpenAI] = p
 	m[ProviderCompatible] = p
+	m[ProviderAzure] = p
 }
 
 var _ engine.Adapter = (*adapter)(nil)
@@ -105,17 +117,17 @@ func New(d *routing.Deployment, opts ...Option) (engine.Adapter, error) {
 	for _, o := range opts {
 		o(&cfg)
 	}
-	if d == nil || (d.Provider != ProviderOpenAI && d.Provider != ProviderCompatible) {
+	if d == nil || (d.Provider != ProviderOpenAI && d.Provider != ProviderCompatible && d.Provider != ProviderAzure) {
 		return nil, protocol.NewError(protocol.CodeProviderRejected, "the deployment's provider is not served by the openai adapter")
 	}
 	endpoint := d.Endpoint
 	if endpoint == "" {
-		if d.Provider == ProviderCompatible {
-			return nil, protocol.NewError(protocol.CodeProviderRejected, "the openai-compatible deployment has no endpoint")
+		if d.Provider != ProviderOpenAI {
+			return nil, protocol.NewError(protocol.CodeProviderRejected, "the "+d.Provider+" deployment has no endpoint")
 		}
 		endpoint = DefaultEndpoint
 	}
-	u, ok := completionsURL(endpoint)
+	u, ok := completionsURL(endpoint, d.Provider == ProviderAzure)
 	if !ok {
 		return nil, protocol.NewError(protocol.CodeProviderRejected, "the deployment's endpoint is not a valid http or https URL")
 	}
@@ -131,8 +143,8 @@ func New(d *routing.Deployment, opts ...Option) (engine.Adapter, error) {
 		client:   providerhttp.Client(cfg.client),
 		log:      cfg.log.WithValues("provider", d.Provider, "deployment", d.RefString()),
 	}
-	if !d.Credential.IsSet() && d.Provider == ProviderOpenAI {
-		return nil, protocol.NewError(protocol.CodeProviderRejected, "the openai deployment has no credential")
+	if !d.Credential.IsSet() && d.Provider != ProviderCompatible {
+		return nil, protocol.NewError(protocol.CodeProviderRejected, "the "+d.Provider+" deployment has no credential")
 	}
 	if !providerhttp.HeaderSafe(d.Credential.Reveal()) {
 		// Caught here rather than by net/http at send time, where it would look like a
@@ -144,11 +156,15 @@ func New(d *routing.Deployment, opts ...Option) (engine.Adapter, error) {
 }
 
 // completionsURL appends /chat/completions to the endpoint's path, keeping its query (as
-// gateways such as Azure's carry an api-version there).
-func completionsURL(endpoint string) (string, bool) {
+// gateways in front of Azure's older API carry an api-version there). On Azure the v1
+// API's base path comes first, unless the endpoint names it already.
+func completionsURL(endpoint string, azure bool) (string, bool) {
 	u, ok := providerhttp.BaseURL(endpoint, "")
 	if !ok {
 		return "", false
+	}
+	if azure && !strings.HasSuffix(u.Path, azurePath) {
+		u = u.JoinPath(azurePath)
 	}
 	return u.JoinPath("chat", "completions").String(), true
 }
@@ -182,7 +198,11 @@ func (a *adapter) Execute(ctx context.Context, at engine.Attempt, emit engine.Em
 	} else {
 		req.Header.Set("Accept", "application/json")
 	}
-	if a.cred.IsSet() {
+	switch {
+	case !a.cred.IsSet():
+	case a.provider == ProviderAzure:
+		req.Header.Set("api-key", a.cred.Reveal())
+	default:
 		req.Header.Set("Authorization", "Bearer "+a.cred.Reveal())
 	}
 
@@ -194,7 +214,12 @@ func (a *adapter) Execute(ctx context.Context, at engine.Attempt, emit engine.Em
 	}
 	defer resp.Body.Close()
 
-	r := &reader{a: a, ctx: ctx, emit: emit, requestID: a.safeID(resp.Header.Get("x-request-id"))}
+	// Azure's API management layer names the request apim-request-id.
+	requestID := resp.Header.Get("x-request-id")
+	if requestID == "" {
+		requestID = resp.Header.Get("apim-request-id")
+	}
+	r := &reader{a: a, ctx: ctx, emit: emit, requestID: a.safeID(requestID)}
 	if resp.StatusCode != http.StatusOK {
 		return engine.Outcome{}, a.fail(r.httpFailure(resp))
 	}

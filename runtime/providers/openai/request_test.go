@@ -257,13 +257,40 @@ func TestEndpointAndAuth(t *testing.T) {
 	}
 }
 
+// An Azure deployment names the resource; the v1 API path is added once, and the key
+// goes in api-key, never as a bearer token.
+func TestAzureRequest(t *testing.T) {
+	for _, suffix := range []string{"", "/", "/openai/v1", "/openai/v1/"} {
+		up := serve(t, jsonReply(http.StatusOK, testdata(t, "completion.json")))
+		d := deployment(up.srv.URL+suffix, func(d *routing.Deployment) { d.Provider = openai.ProviderAzure })
+		if res := execute(t, context.Background(), d, request(t, hello)); res.err != nil {
+			t.Fatalf("Execute: %v", res.err)
+		}
+		got := up.only(t)
+		if got.Path != "/openai/v1/chat/completions" {
+			t.Errorf("endpoint %q: request to %s", suffix, got.Path)
+		}
+		if got.Header.Get("api-key") != canary || got.Header.Get("Authorization") != "" {
+			t.Errorf("endpoint %q: api-key %q, Authorization %q", suffix, got.Header.Get("api-key"), got.Header.Get("Authorization"))
+		}
+	}
+	for name, d := range map[string]*routing.Deployment{
+		"no endpoint":   deployment("", func(d *routing.Deployment) { d.Provider = openai.ProviderAzure }),
+		"no credential": deployment("https://contoso.openai.azure.com", func(d *routing.Deployment) { d.Provider = openai.ProviderAzure; d.Credential = routing.Credential{} }),
+	} {
+		if _, err := openai.New(d); err == nil {
+			t.Errorf("%s: New accepted the azure-openai deployment", name)
+		}
+	}
+}
+
 func TestRegister(t *testing.T) {
 	m := map[string]engine.Provider{}
 	openai.Register(m)
-	if len(m) != 2 {
-		t.Fatalf("Register added %d factories, want 2", len(m))
+	if len(m) != 3 {
+		t.Fatalf("Register added %d factories, want 3", len(m))
 	}
-	for _, p := range []string{openai.ProviderOpenAI, openai.ProviderCompatible} {
+	for _, p := range []string{openai.ProviderOpenAI, openai.ProviderCompatible, openai.ProviderAzure} {
 		d := deployment("http://localhost:1/v1", func(d *routing.Deployment) { d.Provider = p })
 		if a, err := m[p].New(d); err != nil || a == nil {
 			t.Errorf("registered factory for %s = %v, %v", p, a, err)

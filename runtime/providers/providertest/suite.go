@@ -1,0 +1,490 @@
+package providertest
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"reflect"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	"github.com/go-logr/logr"
+
+	"github.com/switchboard-dev/switchboard/runtime/engine"
+	"github.com/switchboard-dev/switchboard/runtime/engine/enginetest"
+	"github.com/switchboard-dev/switchboard/runtime/protocol"
+)
+
+// Timing of the suite's attempts. An attempt that should end on its own gets
+// attemptTimeout; Stall's attempt context ends after stallAfter. cleanupGrace is the
+// Attempt.CleanupGrace the suite passes: an adapter must return within it once the
+// attempt's context has ended (engine.Adapter).
+const (
+	attemptTimeout = 20 * time.Second
+	stallAfter     = 300 * time.Millisecond
+	cleanupGrace   = 2 * time.Second
+	// hugeAllocBound is what reading HugeLine may allocate at most: a bounded reader
+	// stops at its frame bound (about 1 MiB), far below the 10 MB unit.
+	hugeAllocBound = 8 << 20
+)
+
+// Requests of the scenarios. Text-like scenarios send plain text; ToolCall offers the
+// tool the Wire calls.
+var (
+	textRequest = `{"ability":"chat","input":[{"type":"text","text":"Say hello"}]}`
+	toolRequest = `{"ability":"chat","input":[{"type":"text","text":"Weather in Paris?"},` +
+		`{"type":"tool","name":"` + ScriptTool + `","description":"Current weather","parameters":{"type":"object","properties":{"city":{"type":"string"}}}}]}`
+)
+
+// scenarios are run in this order.
+var scenarios = []Scenario{Text, ToolCall, Usage, InStreamError, CutBeforeOutput, CutAfterOutput,
+	Stall, HugeLine, InvalidUTF8, Echo}
+
+// RunConformance runs the whole suite against w: every scenario not NotApplicable, the
+// documented errors, a redirect, a cancellation, and the encode checks
+// (CheckEncodeAgreement on Cases, CheckJSONPartsAreText). On every request the upstream
+// receives it checks Authenticated and that no secret travels outside CredentialHeader;
+// after every attempt, that no secret is in the error, the events or the log.
+func RunConformance(t *testing.T, w Wire) {
+	t.Helper()
+	if w.Respond == nil || w.Authenticated == nil || w.Provider == "" || len(w.Secrets) == 0 {
+		t.Fatal("the Wire needs Provider, Respond, Authenticated and Secrets")
+	}
+	for _, s := range scenarios {
+		if why, ok := w.NotApplicable[s]; ok {
+			t.Logf("%s: not applicable to %s: %s", s, w.Provider, why)
+			continue
+		}
+		t.Run(string(s), func(t *testing.T) { checks[s](t, w) })
+	}
+	t.Run("documented errors", func(t *testing.T) { checkErrors(t, w) })
+	t.Run("redirect refused", func(t *testing.T) { checkRedirect(t, w) })
+	t.Run("cancel", func(t *testing.T) { checkCancel(t, w) })
+	t.Run("encode agreement", func(t *testing.T) { CheckEncodeAgreement(t, w.Subject, Cases()) })
+	t.Run("json parts are text", func(t *testing.T) { CheckJSONPartsAreText(t, w.Subject) })
+}
+
+// WriteHuge writes prefix and then HugeLineBytes of 'a' with no line end, flushing as
+// it goes, for the HugeLine scenario; it stops early when the client goes away. It
+// allocates little, so the suite's allocation bound measures the adapter.
+func WriteHuge(w http.ResponseWriter, prefix string) {
+	chunk := bytes.Repeat([]byte("a"), 32<<10)
+	if _, err := io.WriteString(w, prefix); err != nil {
+		return
+	}
+	for n := 0; n < HugeLineBytes; n += len(chunk) {
+		if _, err := w.Write(chunk); err != nil {
+			return
+		}
+	}
+	if f, ok := w.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// attempt is one Execute and everything observed around it.
+type attempt struct {
+	rec     *enginetest.Recorder
+	logs    *enginetest.LogSink
+	out     engine.Outcome
+	err     error
+	perr    *protocol.Error // err as a protocol error, nil if it is not one
+	elapsed time.Duration   // from the attempt's context ending (or the start) to return
+	reqs    []captured
+	allocs  uint64
+}
+
+// captured is one request the upstream received.
+type captured struct {
+	Method, URL string
+	Header      http.Header
+	Body        []byte
+}
+
+// upstream serves handler after recording the request and checking it.
+type upstream struct {
+	t    *testing.T
+	w    Wire
+	srv  *httptest.Server
+	mu   sync.Mutex
+	reqs []captured
+	// arrived is closed when the first request has arrived.
+	arrived chan struct{}
+	once    sync.Once
+}
+
+func newUpstream(t *testing.T, w Wire, handler func(http.ResponseWriter, *http.Request)) *upstream {
+	u := &upstream{t: t, w: w, arrived: make(chan struct{})}
+	u.srv = httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		u.mu.Lock()
+		u.reqs = append(u.reqs, captured{Method: r.Method, URL: r.URL.String(), Header: r.Header.Clone(), Body: body})
+		u.mu.Unlock()
+		u.once.Do(func() { close(u.arrived) })
+		if err := w.Authenticated(r); err != nil {
+			t.Errorf("request %s %s is not authenticated as documented: %v", r.Method, r.URL.Path, err)
+		}
+		handler(rw, r)
+	}))
+	t.Cleanup(u.srv.Close)
+	return u
+}
+
+func (u *upstream) requests() []captured {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return slices.Clone(u.reqs)
+}
+
+// execute runs one attempt of body against u. ctxFor makes the attempt's context from
+// a parent; the returned time is when that context is expected to end (zero: it ends
+// only with the attempt).
+func (w Wire) execute(t *testing.T, u *upstream, body string, ctxFor func(context.Context) (context.Context, func())) attempt {
+	t.Helper()
+	d := w.deploymentOf(u.srv.URL)
+	a, err := w.Subject.New(d, u.srv.Client())
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	logs := &enginetest.LogSink{}
+	ctx, cancel := ctxFor(logr.NewContext(context.Background(), logs.Logger()))
+	defer cancel()
+	rec := &enginetest.Recorder{Context: ctx}
+	at := engine.Attempt{ExecutionID: "exe_conformance", Number: 1, Request: decode(t, body), Deployment: d, CleanupGrace: cleanupGrace}
+
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	start := time.Now()
+	out, err := a.Execute(ctx, at, rec)
+	end := time.Now()
+	runtime.ReadMemStats(&after)
+
+	res := attempt{rec: rec, logs: logs, out: out, err: err, reqs: u.requests(), allocs: after.TotalAlloc - before.TotalAlloc}
+	res.elapsed = end.Sub(start)
+	if dl, ok := ctx.Deadline(); ok && ctx.Err() != nil {
+		res.elapsed = end.Sub(dl)
+	}
+	errors.As(err, &res.perr)
+	w.checkSecrets(t, res)
+	return res
+}
+
+// run is execute with the ordinary attempt context.
+func (w Wire) run(t *testing.T, s Scenario, body string) attempt {
+	t.Helper()
+	u := newUpstream(t, w, func(rw http.ResponseWriter, r *http.Request) { w.Respond(s, rw, r) })
+	return w.execute(t, u, body, func(p context.Context) (context.Context, func()) {
+		return context.WithTimeout(p, attemptTimeout)
+	})
+}
+
+// checkSecrets fails t if a secret went on the wire outside CredentialHeader, or came
+// back in the error, an event or a log line.
+func (w Wire) checkSecrets(t *testing.T, a attempt) {
+	t.Helper()
+	for _, secret := range w.Secrets {
+		if secret == "" {
+			continue
+		}
+		for _, r := range a.reqs {
+			if strings.Contains(r.URL, secret) || bytes.Contains(r.Body, []byte(secret)) {
+				t.Errorf("a secret was sent in the URL or body of %s %s", r.Method, r.URL)
+			}
+			for name, values := range r.Header {
+				if http.CanonicalHeaderKey(name) == http.CanonicalHeaderKey(w.CredentialHeader) {
+					continue
+				}
+				if slices.ContainsFunc(values, func(v string) bool { return strings.Contains(v, secret) }) {
+					t.Errorf("a secret was sent in header %s", name)
+				}
+			}
+		}
+		if a.err != nil {
+			encoded, _ := json.Marshal(a.perr)
+			if strings.Contains(fmt.Sprintf("%v %+v %#v", a.err, a.err, a.err), secret) || strings.Contains(string(encoded), secret) {
+				t.Error("a secret is in the returned error")
+			}
+		}
+		for _, e := range a.rec.Recorded() {
+			if bytes.Contains(e.Data, []byte(secret)) {
+				t.Errorf("a secret is in a %s event", e.Type)
+			}
+		}
+		if strings.Contains(a.logs.Text(), secret) {
+			t.Error("a secret is in the adapter's log")
+		}
+		if strings.Contains(a.out.FinishReason+a.out.ResponseModel, secret) {
+			t.Error("a secret is in the outcome")
+		}
+	}
+}
+
+// text joins the output.delta texts.
+func (a attempt) text(t *testing.T) string {
+	t.Helper()
+	var sb strings.Builder
+	for _, e := range a.rec.Recorded() {
+		if e.Type != protocol.EventOutputDelta {
+			continue
+		}
+		var d protocol.OutputDeltaData
+		if err := json.Unmarshal(e.Data, &d); err != nil {
+			t.Fatalf("output.delta %s: %v", e.Data, err)
+		}
+		sb.WriteString(d.Text)
+	}
+	return sb.String()
+}
+
+// wantError fails t unless the attempt failed with code and retryable.
+func (a attempt) wantError(t *testing.T, code protocol.Code, retryable bool) {
+	t.Helper()
+	if a.perr == nil {
+		t.Fatalf("Execute returned %v (outcome %+v), want a %s error", a.err, a.out, code)
+	}
+	if a.perr.Code != code || a.perr.Retryable != retryable {
+		t.Errorf("Execute failed with %s retryable=%v, want %s retryable=%v", a.perr.Code, a.perr.Retryable, code, retryable)
+	}
+}
+
+// wantSuccess fails t unless the attempt succeeded.
+func (a attempt) wantSuccess(t *testing.T) {
+	t.Helper()
+	if a.err != nil {
+		t.Fatalf("Execute: %v", a.err)
+	}
+	if len(a.reqs) == 0 {
+		t.Fatal("nothing was sent upstream")
+	}
+}
+
+var checks = map[Scenario]func(*testing.T, Wire){
+	Text: func(t *testing.T, w Wire) {
+		a := w.run(t, Text, textRequest)
+		a.wantSuccess(t)
+		if got := a.text(t); got != ScriptText {
+			t.Errorf("output text %q, want %q", got, ScriptText)
+		}
+	},
+	ToolCall: func(t *testing.T, w Wire) {
+		a := w.run(t, ToolCall, toolRequest)
+		a.wantSuccess(t)
+		var callID string
+		var args strings.Builder
+		for _, e := range a.rec.Recorded() {
+			switch e.Type {
+			case protocol.EventToolCallStarted:
+				var d protocol.ToolCallStartedData
+				_ = json.Unmarshal(e.Data, &d)
+				if callID != "" || d.Name != ScriptTool || d.CallID == "" {
+					t.Fatalf("tool.call.started %s: want one call of %s with a call id", e.Data, ScriptTool)
+				}
+				callID = d.CallID
+			case protocol.EventToolCallArgsDelta:
+				var d protocol.ToolCallArgsDeltaData
+				_ = json.Unmarshal(e.Data, &d)
+				if d.CallID != callID {
+					t.Fatalf("arguments delta for call %q before or outside call %q", d.CallID, callID)
+				}
+				args.WriteString(d.Delta)
+			}
+		}
+		if callID == "" {
+			t.Fatalf("no tool call in %v", a.rec.Recorded())
+		}
+		var got, want any
+		if err := json.Unmarshal([]byte(args.String()), &got); err != nil {
+			t.Fatalf("arguments %q are not JSON: %v", args.String(), err)
+		}
+		_ = json.Unmarshal([]byte(ScriptArguments), &want)
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("arguments %s, want %s", args.String(), ScriptArguments)
+		}
+	},
+	Usage: func(t *testing.T, w Wire) {
+		a := w.run(t, Usage, textRequest)
+		a.wantSuccess(t)
+		got := map[string]float64{}
+		for _, e := range a.rec.Recorded() {
+			if e.Type != protocol.EventUsageReported {
+				continue
+			}
+			var d protocol.UsageReportedData
+			_ = json.Unmarshal(e.Data, &d)
+			for _, u := range d.Usage {
+				if u.Source != protocol.SourceProvider {
+					t.Errorf("usage %s has source %q, want provider", u.Unit, u.Source)
+				}
+				got[u.Unit] += u.Quantity
+			}
+		}
+		if len(w.Usage) == 0 {
+			t.Fatal("the Wire declares no Usage figures")
+		}
+		if !reflect.DeepEqual(got, w.Usage) {
+			t.Errorf("usage %v, want %v", got, w.Usage)
+		}
+	},
+	InStreamError: func(t *testing.T, w Wire) {
+		a := w.run(t, InStreamError, textRequest)
+		a.wantError(t, protocol.CodeProviderUnavailable, false)
+		if got := a.text(t); got != ScriptPartial {
+			t.Errorf("output text %q, want %q recorded before the error", got, ScriptPartial)
+		}
+	},
+	CutBeforeOutput: func(t *testing.T, w Wire) {
+		a := w.run(t, CutBeforeOutput, textRequest)
+		a.wantError(t, protocol.CodeProviderUnavailable, true)
+		if n := len(a.rec.Recorded()); n != 0 {
+			t.Errorf("%d events emitted, want none", n)
+		}
+	},
+	CutAfterOutput: func(t *testing.T, w Wire) {
+		a := w.run(t, CutAfterOutput, textRequest)
+		a.wantError(t, protocol.CodeProviderUnavailable, false)
+		if got := a.text(t); got != ScriptPartial {
+			t.Errorf("output text %q, want %q", got, ScriptPartial)
+		}
+	},
+	Stall: func(t *testing.T, w Wire) {
+		u := newUpstream(t, w, func(rw http.ResponseWriter, r *http.Request) { w.Respond(Stall, rw, r) })
+		a := w.execute(t, u, textRequest, func(p context.Context) (context.Context, func()) {
+			return context.WithTimeout(p, stallAfter)
+		})
+		if a.err == nil {
+			t.Error("Execute succeeded on a stalled stream")
+		}
+		if a.elapsed > cleanupGrace {
+			t.Errorf("Execute returned %s after the attempt's context ended, want within the cleanup grace %s", a.elapsed, cleanupGrace)
+		}
+	},
+	HugeLine: func(t *testing.T, w Wire) {
+		a := w.run(t, HugeLine, textRequest)
+		a.wantError(t, protocol.CodeProviderUnavailable, true)
+		if n := len(a.rec.Recorded()); n != 0 {
+			t.Errorf("%d events emitted, want none", n)
+		}
+		if a.allocs > hugeAllocBound {
+			t.Errorf("reading a %d-byte unit allocated %d bytes; the adapter must stop at its bound", HugeLineBytes, a.allocs)
+		}
+	},
+	InvalidUTF8: func(t *testing.T, w Wire) {
+		a := w.run(t, InvalidUTF8, textRequest)
+		a.wantSuccess(t)
+		got := a.text(t)
+		if !utf8.ValidString(got) || !strings.HasPrefix(got, "ok") || !strings.HasSuffix(got, "!") {
+			t.Errorf("output text %q, want valid UTF-8 from %q", got, InvalidUTF8Text)
+		}
+	},
+	Echo: func(t *testing.T, w Wire) {
+		a := w.run(t, Echo, textRequest)
+		a.wantError(t, protocol.CodeProviderRejected, false)
+	},
+}
+
+// checkErrors serves each documented error and checks its mapping.
+func checkErrors(t *testing.T, w Wire) {
+	if len(w.Errors) == 0 {
+		t.Fatal("the Wire lists no documented errors")
+	}
+	for _, c := range w.Errors {
+		t.Run(c.Name, func(t *testing.T) {
+			u := newUpstream(t, w, func(rw http.ResponseWriter, _ *http.Request) {
+				for k, v := range c.Header {
+					rw.Header()[k] = v
+				}
+				rw.WriteHeader(c.Status)
+				_, _ = io.WriteString(rw, c.Body)
+			})
+			a := w.execute(t, u, textRequest, func(p context.Context) (context.Context, func()) {
+				return context.WithTimeout(p, attemptTimeout)
+			})
+			a.wantError(t, c.Code, c.Retryable)
+			if a.perr == nil {
+				return
+			}
+			if c.RetryAfterMs != 0 && a.perr.RetryAfterMs != c.RetryAfterMs {
+				t.Errorf("retry_after_ms %d, want %d", a.perr.RetryAfterMs, c.RetryAfterMs)
+			}
+			if pe := a.perr.ProviderError; pe == nil || pe.Provider != w.Provider || pe.HTTPStatus != c.Status {
+				t.Errorf("provider_error %+v, want provider %s and http_status %d", pe, w.Provider, c.Status)
+			}
+			if n := len(a.rec.Recorded()); n != 0 {
+				t.Errorf("%d events emitted, want none", n)
+			}
+		})
+	}
+}
+
+// checkRedirect answers the first request with a 307 to another server, which must
+// never be reached: following would carry the credential there.
+func checkRedirect(t *testing.T, w Wire) {
+	var mu sync.Mutex
+	reached := 0
+	elsewhere := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {
+		mu.Lock()
+		reached++
+		mu.Unlock()
+	}))
+	defer elsewhere.Close()
+	u := newUpstream(t, w, func(rw http.ResponseWriter, r *http.Request) {
+		http.Redirect(rw, r, elsewhere.URL+r.URL.Path, http.StatusTemporaryRedirect)
+	})
+	a := w.execute(t, u, textRequest, func(p context.Context) (context.Context, func()) {
+		return context.WithTimeout(p, attemptTimeout)
+	})
+	if a.err == nil {
+		t.Error("Execute succeeded on a redirect")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if reached != 0 {
+		t.Errorf("the redirect was followed %d times", reached)
+	}
+}
+
+// checkCancel cancels the attempt once the upstream holds the request (as Stall does)
+// and checks Execute returns within the cleanup grace.
+func checkCancel(t *testing.T, w Wire) {
+	if _, ok := w.NotApplicable[Stall]; ok {
+		t.Fatal("cancellation is checked on the Stall scenario, which every provider can produce")
+	}
+	cancelled := make(chan time.Time, 1)
+	u := newUpstream(t, w, func(rw http.ResponseWriter, r *http.Request) { w.Respond(Stall, rw, r) })
+	a := w.execute(t, u, textRequest, func(p context.Context) (context.Context, func()) {
+		ctx, cancel := context.WithCancel(p)
+		go func() {
+			select {
+			case <-u.arrived:
+				// Give the adapter a moment to be reading the response.
+				time.Sleep(50 * time.Millisecond)
+			case <-time.After(attemptTimeout):
+			}
+			cancelled <- time.Now()
+			cancel()
+		}()
+		return ctx, cancel
+	})
+	if a.err == nil {
+		t.Error("Execute succeeded after cancellation")
+	}
+	select {
+	case at := <-cancelled:
+		if since := time.Since(at); since > cleanupGrace {
+			t.Errorf("Execute returned %s after cancellation, want within the cleanup grace %s", since, cleanupGrace)
+		}
+	default:
+		t.Fatalf("Execute returned %v before the attempt was cancelled", a.err)
+	}
+}
