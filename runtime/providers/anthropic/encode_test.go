@@ -14,26 +14,7 @@ import (
 )
 
 // subject is this adapter in the shared provider suite.
-var subject = providertest.Subject{
-	New: func(d *routing.Deployment, c *http.Client) (engine.Adapter, error) {
-		return anthropic.New(d, anthropic.WithHTTPClient(c))
-	},
-	CanEncode:  anthropic.CanEncode,
-	Deployment: func(endpoint string) *routing.Deployment { return deployment(endpoint) },
-}
-
-// TestCanEncodeAgreesWithExecute: over the shared corpus (every part type, role and
-// media form on six capability sets), CanEncode admits a request exactly when Execute
-// sends it, and refuses it with the error Execute returns as NotSent, sending nothing.
-func TestCanEncodeAgreesWithExecute(t *testing.T) {
-	providertest.CheckEncodeAgreement(t, subject, providertest.Cases())
-}
-
-// TestJSONPartsAreText: every request with json parts is sent exactly as it would be
-// with text parts holding the same compact JSON.
-func TestJSONPartsAreText(t *testing.T) {
-	providertest.CheckJSONPartsAreText(t, subject)
-}
+var subject = wire.Subject
 
 // TestJSONPartsNeverBecomeFields: a json part naming image, tools, model, system,
 // messages or stream reaches a text-only deployment, and a deployment without tools (a

@@ -9,7 +9,10 @@ import (
 
 // Scenario is one situation of a provider call that every adapter must handle alike.
 // The adapter's Wire answers it with the provider's documented wire bytes; the suite
-// (RunConformance) checks what the adapter made of them.
+// (RunConformance) checks what the adapter made of them. "Output text" is what a caller
+// reads: the output.delta texts joined or, from an adapter that reports a whole result
+// (Replicate), an output.result holding a JSON string or an array of strings. Every
+// emitted event must be valid UTF-8 JSON.
 type Scenario string
 
 // The scenarios. Each says what the Wire sends and what the suite expects.

@@ -2,7 +2,6 @@ package replicate
 
 import (
 	"encoding/json"
-	"net/http"
 	"testing"
 
 	"github.com/switchboard-dev/switchboard/runtime/engine"
@@ -12,27 +11,7 @@ import (
 )
 
 // subject is this adapter in the shared provider suite.
-var subject = providertest.Subject{
-	New: func(d *routing.Deployment, c *http.Client) (engine.Adapter, error) {
-		return New(d, WithHTTPClient(c))
-	},
-	CanEncode:  CanEncode,
-	Deployment: func(endpoint string) *routing.Deployment { return deployment(endpoint) },
-}
-
-// TestCanEncodeAgreesWithExecute: over the shared corpus (every part type, role and
-// media form on six capability sets, model parameters with and without an allow-list),
-// CanEncode admits a request exactly when Execute sends it, and refuses it with the
-// error Execute returns as NotSent, sending nothing.
-func TestCanEncodeAgreesWithExecute(t *testing.T) {
-	providertest.CheckEncodeAgreement(t, subject, providertest.Cases())
-}
-
-// TestJSONPartsAreText: every request with json parts is sent exactly as it would be
-// with text parts holding the same compact JSON.
-func TestJSONPartsAreText(t *testing.T) {
-	providertest.CheckJSONPartsAreText(t, subject)
-}
+var subject = wire.Subject
 
 // TestJSONPartsNeverBecomeInputs: a json part naming image, audio, tools, prompt, model,
 // version or input reaches a text-only deployment, and one that declares images but no

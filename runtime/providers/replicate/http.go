@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/switchboard-dev/switchboard/runtime/protocol"
 	"github.com/switchboard-dev/switchboard/runtime/providers/providerhttp"
@@ -114,8 +115,11 @@ func (a *adapter) redact(s string) string {
 // unescaping) holds the credential. Then every string is redacted and the value
 // re-encoded: a hostile upstream cannot smuggle the token into output.result, escaped
 // or not.
+//
+// A document that is not valid UTF-8 is re-encoded too: decoding replaces each invalid
+// byte with U+FFFD, and events are stored and served as UTF-8 JSON text.
 func (a *adapter) redactJSON(raw json.RawMessage) json.RawMessage {
-	if a.token == "" || !a.holdsToken(raw) {
+	if (a.token == "" || !a.holdsToken(raw)) && utf8.Valid(raw) {
 		return raw
 	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
