@@ -33,7 +33,6 @@ const (
 // endpoint unless the endpoint already ends with it.
 const azurePath = "/openai/v1"
 
-
 // DefaultEndpoint is the base URL of ProviderOpenAI when the deployment sets none.
 const DefaultEndpoint = "https://api.openai.com/v1"
 

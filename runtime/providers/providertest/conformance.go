@@ -134,4 +134,6 @@ type ErrorCase struct {
 }
 
 // deploymentOf is the subject's deployment on endpoint, unchanged.
-func (w Wire) deploymentOf(endpoint string) *routing.Deployment { return w.Subject.Deployment(endpoint) }
+func (w Wire) deploymentOf(endpoint string) *routing.Deployment {
+	return w.Subject.Deployment(endpoint)
+}
