@@ -32,6 +32,14 @@ func withProvider(p v1alpha1.Provider) mdOption {
 	return func(md *v1alpha1.ModelDeployment) { md.Spec.Provider = p }
 }
 
+// inRegion sets spec.region and, when given, spec.project.
+func inRegion(region, project string) mdOption {
+	return func(md *v1alpha1.ModelDeployment) {
+		md.Spec.Region = region
+		md.Spec.Project = project
+	}
+}
+
 func withEndpoint(url string, insecure bool) mdOption {
 	return func(md *v1alpha1.ModelDeployment) {
 		md.Spec.Endpoint = url

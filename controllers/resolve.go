@@ -218,6 +218,8 @@ func resolveWith(md *v1alpha1.ModelDeployment, secret *corev1.Secret, policies [
 		Provider:           string(md.Spec.Provider),
 		Model:              md.Spec.Model,
 		Endpoint:           md.Spec.Endpoint,
+		Region:             md.Spec.Region,
+		Project:            md.Spec.Project,
 		Credential:         routing.NewCredential(res.credential.value),
 		CredentialsVersion: res.credential.version,
 		Capabilities:       capSet(res.effective),

@@ -53,6 +53,38 @@ var modelDeploymentCases = []TableEntry{
 	Entry("openai-compatible without endpoint", mdCase{
 		opts:    []mdOption{withProvider(v1alpha1.ProviderOpenAICompatible)},
 		message: "endpoint is required for provider openai-compatible"}),
+	Entry("azure-openai without endpoint", mdCase{
+		opts:    []mdOption{withProvider(v1alpha1.ProviderAzureOpenAI)},
+		message: "endpoint is required for provider azure-openai"}),
+	Entry("a valid azure-openai manifest", mdCase{opts: []mdOption{withProvider(v1alpha1.ProviderAzureOpenAI),
+		withEndpoint("https://contoso.openai.azure.com", false)}}),
+	Entry("a valid gemini manifest", mdCase{opts: []mdOption{withProvider(v1alpha1.ProviderGemini)}}),
+	Entry("a valid vertex manifest", mdCase{opts: []mdOption{withProvider(v1alpha1.ProviderVertex), inRegion("europe-west4", "my-project-123")}}),
+	Entry("a valid bedrock manifest", mdCase{opts: []mdOption{withProvider(v1alpha1.ProviderBedrock), inRegion("us-east-1", "")}}),
+	Entry("bedrock without region", mdCase{
+		opts:    []mdOption{withProvider(v1alpha1.ProviderBedrock)},
+		message: "region is required for provider bedrock"}),
+	Entry("vertex without region", mdCase{
+		opts:    []mdOption{withProvider(v1alpha1.ProviderVertex), inRegion("", "my-project-123")},
+		message: "region is required for provider vertex"}),
+	Entry("vertex without project", mdCase{
+		opts:    []mdOption{withProvider(v1alpha1.ProviderVertex), inRegion("us-central1", "")},
+		message: "project is required for provider vertex"}),
+	Entry("a region on openai", mdCase{
+		opts:    []mdOption{inRegion("us-east-1", "")},
+		message: "region is only allowed for providers bedrock and vertex"}),
+	Entry("a project on bedrock", mdCase{
+		opts:    []mdOption{withProvider(v1alpha1.ProviderBedrock), inRegion("us-east-1", "my-project-123")},
+		message: "project is only allowed for provider vertex"}),
+	Entry("a region that is not a region name", mdCase{
+		opts:    []mdOption{withProvider(v1alpha1.ProviderBedrock), inRegion("US East", "")},
+		message: "^[a-z0-9]+(-[a-z0-9]+)*$"}),
+	Entry("a project id that is not one", mdCase{
+		opts:    []mdOption{withProvider(v1alpha1.ProviderVertex), inRegion("us-central1", "Project!")},
+		message: "^[a-z][a-z0-9-]{4,28}[a-z0-9]$"}),
+	Entry("gemini without credentials", mdCase{
+		opts:    []mdOption{withProvider(v1alpha1.ProviderGemini), withoutCredentials()},
+		message: "credentials.secretRef is required for every provider except openai-compatible"}),
 	Entry("anthropic without credentials", mdCase{
 		opts:    []mdOption{withProvider(v1alpha1.ProviderAnthropic), withoutCredentials()},
 		message: "credentials.secretRef is required for every provider except openai-compatible"}),
@@ -118,6 +150,26 @@ var modelDeploymentCases = []TableEntry{
 		opts: []mdOption{withProvider(v1alpha1.ProviderOpenAICompatible), withEndpoint("https://vllm.example.com/v1", false),
 			withCapabilities(v1alpha1.Capabilities{Input: []v1alpha1.InputModality{"video"}})},
 		message: "provider openai-compatible cannot declare video in capabilities.input"}),
+	Entry("azure-openai declaring video input", mdCase{
+		opts: []mdOption{withProvider(v1alpha1.ProviderAzureOpenAI), withEndpoint("https://contoso.openai.azure.com", false),
+			withCapabilities(v1alpha1.Capabilities{Input: []v1alpha1.InputModality{"video"}})},
+		message: "provider azure-openai cannot declare video in capabilities.input"}),
+	Entry("a valid gemini manifest with every modality it can take", mdCase{opts: []mdOption{
+		withProvider(v1alpha1.ProviderGemini),
+		withCapabilities(v1alpha1.Capabilities{Input: []v1alpha1.InputModality{"text", "json", "image", "audio", "video", "file"},
+			Output: []v1alpha1.OutputModality{"text", "json"}, Tools: true, Streaming: true})}}),
+	Entry("a valid bedrock manifest with every modality it can take", mdCase{opts: []mdOption{
+		withProvider(v1alpha1.ProviderBedrock), inRegion("us-west-2", ""),
+		withCapabilities(v1alpha1.Capabilities{Input: []v1alpha1.InputModality{"text", "json", "image", "video", "file"},
+			Output: []v1alpha1.OutputModality{"text", "json"}, Tools: true, Streaming: true})}}),
+	Entry("bedrock declaring audio input", mdCase{
+		opts: []mdOption{withProvider(v1alpha1.ProviderBedrock), inRegion("us-west-2", ""),
+			withCapabilities(v1alpha1.Capabilities{Input: []v1alpha1.InputModality{"text", "audio"}})},
+		message: "provider bedrock cannot declare audio in capabilities.input"}),
+	Entry("vertex declaring image output", mdCase{
+		opts: []mdOption{withProvider(v1alpha1.ProviderVertex), inRegion("global", "my-project-123"),
+			withCapabilities(v1alpha1.Capabilities{Output: []v1alpha1.OutputModality{"image"}})},
+		message: "provider vertex can declare only text and json in capabilities.output"}),
 	Entry("openai declaring image output", mdCase{
 		opts:    []mdOption{withCapabilities(v1alpha1.Capabilities{Output: []v1alpha1.OutputModality{"text", "image"}})},
 		message: "provider openai can declare only text and json in capabilities.output"}),

@@ -5,7 +5,7 @@ import (
 )
 
 // Provider selects the provider API a model is reached through.
-// +kubebuilder:validation:Enum=openai;openai-compatible;anthropic;replicate
+// +kubebuilder:validation:Enum=openai;openai-compatible;azure-openai;anthropic;replicate;gemini;vertex;bedrock
 type Provider string
 
 const (
@@ -18,7 +18,21 @@ const (
 	ProviderAnthropic Provider = "anthropic"
 	// ProviderReplicate is the Replicate asynchronous predictions API.
 	ProviderReplicate Provider = "replicate"
+	// ProviderAzureOpenAI is the Azure OpenAI v1 API of one Azure resource
+	// (https://{resource}.openai.azure.com/openai/v1); it requires an endpoint.
+	ProviderAzureOpenAI Provider = "azure-openai"
+	// ProviderGemini is the Gemini API (generativelanguage.googleapis.com) with an API key.
+	ProviderGemini Provider = "gemini"
+	// ProviderVertex is Gemini on Vertex AI with a service-account key; it requires a
+	// region and a project.
+	ProviderVertex Provider = "vertex"
+	// ProviderBedrock is the Amazon Bedrock Converse API; it requires a region.
+	ProviderBedrock Provider = "bedrock"
 )
+
+// Providers lists every provider, in the order of the CRD's enum.
+var Providers = []Provider{ProviderOpenAI, ProviderOpenAICompatible, ProviderAzureOpenAI,
+	ProviderAnthropic, ProviderReplicate, ProviderGemini, ProviderVertex, ProviderBedrock}
 
 // ParameterName names one input parameter of a model, as the provider's model schema
 // spells it (for example "aspect_ratio").
@@ -75,22 +89,42 @@ type Routing struct {
 // secret. On an object it omits the value; fieldPath still names spec.endpoint.
 // +kubebuilder:validation:XValidation:rule="!has(self.endpoint) || size(self.endpoint) == 0 || (isURL(self.endpoint) && (self.endpoint.startsWith('https://') || self.endpoint.startsWith('http://')) && size(url(self.endpoint).getHost()) > 0)",message="endpoint must be an absolute http(s) URL",fieldPath=".endpoint"
 // +kubebuilder:validation:XValidation:rule="!has(self.endpoint) || (!self.endpoint.contains('@') && !self.endpoint.contains('?') && !self.endpoint.contains('#'))",message="endpoint must not carry user info, a query or a fragment",fieldPath=".endpoint"
-// +kubebuilder:validation:XValidation:rule="self.provider != 'openai-compatible' || (has(self.endpoint) && size(self.endpoint) > 0)",message="endpoint is required for provider openai-compatible"
+// +kubebuilder:validation:XValidation:rule="!(self.provider in ['openai-compatible', 'azure-openai']) || (has(self.endpoint) && size(self.endpoint) > 0)",messageExpression="'endpoint is required for provider ' + self.provider"
+// +kubebuilder:validation:XValidation:rule="!(self.provider in ['bedrock', 'vertex']) || (has(self.region) && size(self.region) > 0)",messageExpression="'region is required for provider ' + self.provider"
+// +kubebuilder:validation:XValidation:rule="self.provider in ['bedrock', 'vertex'] || !has(self.region)",message="region is only allowed for providers bedrock and vertex"
+// +kubebuilder:validation:XValidation:rule="self.provider != 'vertex' || (has(self.project) && size(self.project) > 0)",message="project is required for provider vertex"
+// +kubebuilder:validation:XValidation:rule="self.provider == 'vertex' || !has(self.project)",message="project is only allowed for provider vertex"
 // +kubebuilder:validation:XValidation:rule="self.provider == 'openai-compatible' || has(self.credentials)",message="credentials.secretRef is required for every provider except openai-compatible"
 // +kubebuilder:validation:XValidation:rule="!has(self.endpoint) || size(self.endpoint) == 0 || self.endpoint.startsWith('https://') || (has(self.allowInsecureEndpoint) && self.allowInsecureEndpoint)",message="endpoint must use https unless allowInsecureEndpoint is true"
 // +kubebuilder:validation:XValidation:rule="self.provider != 'replicate' || (has(self.capabilities) && has(self.capabilities.input) && has(self.capabilities.output))",message="provider replicate must declare capabilities.input and capabilities.output"
 // +kubebuilder:validation:XValidation:rule="self.provider != 'replicate' || !has(self.capabilities) || !has(self.capabilities.streaming) || !self.capabilities.streaming",message="provider replicate cannot declare capabilities.streaming: true"
 // +kubebuilder:validation:XValidation:rule="self.provider != 'replicate' || !has(self.capabilities) || !has(self.capabilities.tools) || !self.capabilities.tools",message="provider replicate cannot declare capabilities.tools: true"
 // +kubebuilder:validation:XValidation:rule="self.provider != 'replicate' || !has(self.capabilities) || !has(self.capabilities.structuredOutput) || !self.capabilities.structuredOutput",message="provider replicate cannot declare capabilities.structuredOutput: true"
-// +kubebuilder:validation:XValidation:rule="!(self.provider in ['openai', 'openai-compatible']) || !has(self.capabilities) || !has(self.capabilities.input) || !self.capabilities.input.exists(m, m == 'video')",messageExpression="'provider ' + self.provider + ' cannot declare video in capabilities.input'"
+// +kubebuilder:validation:XValidation:rule="!(self.provider in ['openai', 'openai-compatible', 'azure-openai']) || !has(self.capabilities) || !has(self.capabilities.input) || !self.capabilities.input.exists(m, m == 'video')",messageExpression="'provider ' + self.provider + ' cannot declare video in capabilities.input'"
+// +kubebuilder:validation:XValidation:rule="self.provider != 'bedrock' || !has(self.capabilities) || !has(self.capabilities.input) || !self.capabilities.input.exists(m, m == 'audio')",message="provider bedrock cannot declare audio in capabilities.input"
 // +kubebuilder:validation:XValidation:rule="self.provider != 'anthropic' || !has(self.capabilities) || !has(self.capabilities.input) || self.capabilities.input.all(m, m in ['text', 'json', 'image'])",message="provider anthropic can declare only text, json and image in capabilities.input"
 // +kubebuilder:validation:XValidation:rule="self.provider == 'replicate' || !has(self.capabilities) || !has(self.capabilities.output) || self.capabilities.output.all(m, m in ['text', 'json'])",messageExpression="'provider ' + self.provider + ' can declare only text and json in capabilities.output'"
 // +kubebuilder:validation:XValidation:rule="self.provider == 'replicate' || !has(self.allowedParameters) || size(self.allowedParameters) == 0",message="allowedParameters is only allowed for provider replicate"
 type ModelDeploymentSpec struct {
 	// provider is the provider API the model is reached through: openai,
-	// openai-compatible, anthropic or replicate.
+	// openai-compatible, azure-openai, anthropic, replicate, gemini, vertex or bedrock.
 	// +required
 	Provider Provider `json:"provider"`
+
+	// region is the cloud region the model is called in, for example "us-east-1"
+	// (bedrock) or "europe-west4" or "global" (vertex). Required for bedrock and vertex,
+	// refused for every other provider.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]+(-[a-z0-9]+)*$`
+	Region string `json:"region,omitempty"`
+
+	// project is the Google Cloud project id the Vertex AI model is called in. Required
+	// for vertex, refused for every other provider.
+	// +optional
+	// +kubebuilder:validation:Pattern=`^[a-z][a-z0-9-]{4,28}[a-z0-9]$`
+	Project string `json:"project,omitempty"`
 
 	// model is the provider's model id, for example "gpt-4o-mini",
 	// "black-forest-labs/flux-schnell" or, pinned to a version on replicate,
@@ -101,8 +135,9 @@ type ModelDeploymentSpec struct {
 	// +kubebuilder:validation:MaxLength=256
 	Model string `json:"model"`
 
-	// endpoint is the provider's base URL. Empty means the provider's public default;
-	// required for openai-compatible. It must be an absolute http(s) URL with a host, use
+	// endpoint is the provider's base URL. Empty means the provider's public default
+	// (for bedrock and vertex, the region's); required for openai-compatible and for
+	// azure-openai (the resource's URL, https://{resource}.openai.azure.com). It must be an absolute http(s) URL with a host, use
 	// https unless allowInsecureEndpoint is true, and must not carry user info, a query
 	// or a fragment. Validation messages never repeat its value.
 	// +optional
@@ -115,7 +150,10 @@ type ModelDeploymentSpec struct {
 	AllowInsecureEndpoint bool `json:"allowInsecureEndpoint,omitempty"`
 
 	// credentials references the Secret holding the provider credential. Required for
-	// every provider except openai-compatible (local servers may need none).
+	// every provider except openai-compatible (local servers may need none). The value
+	// is an API key, except for vertex (a service-account key, the JSON file Google
+	// Cloud issues) and bedrock (a Bedrock API key, or AWS access keys as the JSON that
+	// "aws configure export-credentials --format process" prints).
 	// +optional
 	Credentials *Credentials `json:"credentials,omitempty"`
 

@@ -22,6 +22,8 @@ var (
 	secretKeyPattern  = regexp.MustCompile(`^[-._a-zA-Z0-9]+$`)
 	extensionPattern  = regexp.MustCompile(`^[a-z][a-z0-9-]*\.(\*|[a-z][a-z0-9_.-]*\*?)$`)
 	parameterPattern  = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,63}$`)
+	regionPattern     = regexp.MustCompile(`^[a-z0-9]+(-[a-z0-9]+)*$`)
+	projectPattern    = regexp.MustCompile(`^[a-z][a-z0-9-]{4,28}[a-z0-9]$`)
 	labelKeyPattern   = regexp.MustCompile(labelKeyRegex)
 	labelValuePattern = regexp.MustCompile(labelValueRegex)
 )
@@ -55,13 +57,17 @@ func (s *ModelDeploymentSpec) Validate() error {
 
 func (s *ModelDeploymentSpec) validate(p *field.Path) field.ErrorList {
 	var errs field.ErrorList
-	switch s.Provider {
-	case ProviderOpenAI, ProviderOpenAICompatible, ProviderAnthropic, ProviderReplicate:
-	case "":
+	switch {
+	case s.Provider == "":
 		errs = append(errs, field.Required(p.Child("provider"), ""))
-	default:
-		errs = append(errs, field.NotSupported(p.Child("provider"), s.Provider,
-			[]Provider{ProviderOpenAI, ProviderOpenAICompatible, ProviderAnthropic, ProviderReplicate}))
+	case !slices.Contains(Providers, s.Provider):
+		errs = append(errs, field.NotSupported(p.Child("provider"), s.Provider, Providers))
+	}
+	if s.Region != "" {
+		errs = append(errs, patterned(p.Child("region"), s.Region, 1, 64, regionPattern)...)
+	}
+	if s.Project != "" && !projectPattern.MatchString(s.Project) {
+		errs = append(errs, field.Invalid(p.Child("project"), s.Project, "must match "+projectPattern.String()))
 	}
 	if n := len(s.Model); n < 1 || n > 256 {
 		errs = append(errs, field.Invalid(p.Child("model"), omit, "must be 1..256 characters"))
@@ -116,8 +122,21 @@ func (s *ModelDeploymentSpec) validate(p *field.Path) field.ErrorList {
 	}
 
 	// Cross-field rules (the CEL rules on spec).
-	if s.Provider == ProviderOpenAICompatible && s.Endpoint == "" {
-		errs = append(errs, field.Invalid(p, omit, "endpoint is required for provider openai-compatible"))
+	if (s.Provider == ProviderOpenAICompatible || s.Provider == ProviderAzureOpenAI) && s.Endpoint == "" {
+		errs = append(errs, field.Invalid(p, omit, "endpoint is required for provider "+string(s.Provider)))
+	}
+	regional := s.Provider == ProviderBedrock || s.Provider == ProviderVertex
+	if regional && s.Region == "" {
+		errs = append(errs, field.Invalid(p, omit, "region is required for provider "+string(s.Provider)))
+	}
+	if !regional && s.Region != "" {
+		errs = append(errs, field.Invalid(p, omit, "region is only allowed for providers bedrock and vertex"))
+	}
+	if s.Provider == ProviderVertex && s.Project == "" {
+		errs = append(errs, field.Invalid(p, omit, "project is required for provider vertex"))
+	}
+	if s.Provider != ProviderVertex && s.Project != "" {
+		errs = append(errs, field.Invalid(p, omit, "project is only allowed for provider vertex"))
 	}
 	if s.Provider != ProviderOpenAICompatible && s.Credentials == nil {
 		errs = append(errs, field.Invalid(p, omit, "credentials.secretRef is required for every provider except openai-compatible"))
@@ -157,13 +176,20 @@ func (s *ModelDeploymentSpec) validateAdapterLimits(p *field.Path) field.ErrorLi
 		if c.StructuredOutput {
 			invalid("provider replicate cannot declare capabilities.structuredOutput: true")
 		}
-	case ProviderOpenAI, ProviderOpenAICompatible, ProviderAnthropic:
-		if s.Provider == ProviderAnthropic {
+	default:
+		switch s.Provider {
+		case ProviderAnthropic:
 			if !onlyModalities(c.Input, InputText, InputJSON, InputImage) {
 				invalid("provider anthropic can declare only text, json and image in capabilities.input")
 			}
-		} else if slices.Contains(c.Input, InputVideo) {
-			invalid(fmt.Sprintf("provider %s cannot declare video in capabilities.input", s.Provider))
+		case ProviderOpenAI, ProviderOpenAICompatible, ProviderAzureOpenAI:
+			if slices.Contains(c.Input, InputVideo) {
+				invalid(fmt.Sprintf("provider %s cannot declare video in capabilities.input", s.Provider))
+			}
+		case ProviderBedrock:
+			if slices.Contains(c.Input, InputAudio) {
+				invalid("provider bedrock cannot declare audio in capabilities.input")
+			}
 		}
 		if !onlyModalities(c.Output, OutputText, OutputJSON) {
 			invalid(fmt.Sprintf("provider %s can declare only text and json in capabilities.output", s.Provider))

@@ -96,7 +96,11 @@ type Deployment struct {
 	Provider string
 	Model    string
 	// Endpoint is the base URL; empty means the provider's default.
-	Endpoint   string
+	Endpoint string
+	// Region and Project place a cloud provider's call (bedrock and vertex); empty for
+	// the others.
+	Region     string
+	Project    string
 	Credential Credential
 	// CredentialsVersion changes whenever the credential Secret changes.
 	CredentialsVersion string
