@@ -150,7 +150,7 @@ func (s *server) anthropicMessages(w http.ResponseWriter, r *http.Request) {
 		}),
 		event("message_stop", obj{}),
 	}
-	play(w, r, sc, sn, s.pacing(sn))
+	play(w, r, sseLF, sc, sn, s.pacing(sn))
 }
 
 // anthropicAnswer scripts the answer to req: a conversation whose last message carries

@@ -6,9 +6,9 @@ import (
 	"strconv"
 )
 
-// Each provider answers failures with its own documented body. The three writers below
-// take the HTTP status and an optional message (empty selects the provider's usual text
-// for that status). Every 429 carries "retry-after: 1", as the scripted rate limit
+// Each provider answers failures with its own documented body. The writers below take
+// the HTTP status and an optional message (empty selects the provider's usual text for
+// that status). Every 429 carries "retry-after: 1", as the scripted rate limit
 // promises. No message ever repeats a credential or request content.
 
 // defaultMessages are the messages used when a writer gets none.
@@ -116,4 +116,82 @@ func replicateError(w http.ResponseWriter, status int, msg string) {
 		"detail": messageFor(status, msg),
 		"status": status,
 	})
+}
+
+// googleStatuses are the google.rpc.Code names Google's APIs answer per HTTP status
+// (https://cloud.google.com/apis/design/errors#handling_errors).
+var googleStatuses = map[int]string{
+	http.StatusBadRequest:          "INVALID_ARGUMENT",
+	http.StatusUnauthorized:        "UNAUTHENTICATED",
+	http.StatusForbidden:           "PERMISSION_DENIED",
+	http.StatusNotFound:            "NOT_FOUND",
+	http.StatusTooManyRequests:     "RESOURCE_EXHAUSTED",
+	http.StatusInternalServerError: "INTERNAL",
+	http.StatusServiceUnavailable:  "UNAVAILABLE",
+}
+
+// googleMessages are the texts the Gemini API answers with, where they differ from the
+// generic defaults (https://ai.google.dev/gemini-api/docs/troubleshooting).
+var googleMessages = map[int]string{
+	http.StatusTooManyRequests:    "Resource has been exhausted (e.g. check quota).",
+	http.StatusServiceUnavailable: "The model is overloaded. Please try again later.",
+}
+
+// googleError writes a google.rpc.Status body, {"error":{"code","message","status"}},
+// with details when given. A 429 also carries a RetryInfo detail of one second, the
+// body's counterpart of "retry-after: 1", which is where Google's clients look for it
+// (https://cloud.google.com/apis/design/errors#error_details).
+func googleError(w http.ResponseWriter, status int, msg string, details ...any) {
+	if msg == "" {
+		msg = googleMessages[status]
+	}
+	code, ok := googleStatuses[status]
+	if !ok {
+		code = "UNKNOWN"
+	}
+	if status == http.StatusTooManyRequests {
+		details = append(details, map[string]string{
+			"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "1s",
+		})
+	}
+	body := map[string]any{"code": status, "message": messageFor(status, msg), "status": code}
+	if len(details) > 0 {
+		body["details"] = details
+	}
+	writeJSON(w, status, "application/json; charset=UTF-8", map[string]any{"error": body})
+}
+
+// bedrockErrorTypes are the exception names Bedrock sends in x-amzn-ErrorType per HTTP
+// status (https://docs.aws.amazon.com/bedrock/latest/APIReference/API_runtime_Converse.html#API_runtime_Converse_Errors).
+// Bedrock never answers 401: a rejected credential is a 403.
+var bedrockErrorTypes = map[int]string{
+	http.StatusBadRequest:          "ValidationException",
+	http.StatusForbidden:           "UnrecognizedClientException",
+	http.StatusNotFound:            "ResourceNotFoundException",
+	http.StatusTooManyRequests:     "ThrottlingException",
+	http.StatusInternalServerError: "InternalServerException",
+	http.StatusServiceUnavailable:  "ServiceUnavailableException",
+}
+
+// bedrockMessages are the texts Bedrock answers with, where they differ from the generic
+// defaults.
+var bedrockMessages = map[int]string{
+	http.StatusForbidden:          "The security token included in the request is invalid.",
+	http.StatusTooManyRequests:    "Too many requests, please wait before trying again.",
+	http.StatusServiceUnavailable: "The service isn't currently available. Try again later.",
+}
+
+// bedrockError writes an AWS JSON protocol error: the exception name in the
+// x-amzn-ErrorType header, which the AWS SDKs read to pick the error type, and the body
+// {"message"}.
+func bedrockError(w http.ResponseWriter, status int, msg string) {
+	if msg == "" {
+		msg = bedrockMessages[status]
+	}
+	typ, ok := bedrockErrorTypes[status]
+	if !ok {
+		typ = "InternalServerException"
+	}
+	w.Header().Set("X-Amzn-ErrorType", typ)
+	writeJSON(w, status, "application/json", map[string]string{"message": messageFor(status, msg)})
 }

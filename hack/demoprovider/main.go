@@ -1,5 +1,6 @@
-// Command demoprovider is a local, deterministic fake of three AI provider wire formats —
-// OpenAI Chat Completions, Anthropic Messages and Replicate predictions — for the
+// Command demoprovider is a local, deterministic fake of five AI provider wire formats —
+// OpenAI Chat Completions, Anthropic Messages, Replicate predictions, Gemini
+// generateContent (Gemini API and Vertex AI) and Amazon Bedrock Converse — for the
 // first-run demo (make demo), end-to-end tests and benchmarks. It is not a provider
 // adapter: it answers the way the providers document, with scripted behaviour selected
 // by the request's model name (see README.md).
@@ -48,7 +49,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	chunks := fs.Int("chunks", defaultChunks, "pieces an echoed text is streamed in")
 	delay := fs.Duration("delay", defaultDelay, "delay before each streamed piece")
 	slowDelay := fs.Duration("slow-delay", defaultSlowDelay, `delay per piece for models containing "slow"`)
-	apiKey := fs.String("api-key", "", "if set, require this key (Bearer, x-api-key or Token, per provider)")
+	apiKey := fs.String("api-key", "", "if set, require this key where each provider expects its credential (see README.md)")
 	jobDuration := fs.Duration("job-duration", defaultJobDuration, "time a Replicate prediction takes to finish")
 	quiet := fs.Bool("quiet", false, "do not log requests to stderr")
 	if err := fs.Parse(args); err != nil {

@@ -217,7 +217,7 @@ func (s *server) openAIChat(w http.ResponseWriter, r *http.Request) {
 		}})
 	}
 	sc.epilogue = append(sc.epilogue, frame{data: rawData("[DONE]")})
-	play(w, r, sc, sn, s.pacing(sn))
+	play(w, r, sseLF, sc, sn, s.pacing(sn))
 }
 
 // openAIAnswer scripts the answer to req: a conversation ending with a "tool" message

@@ -214,6 +214,12 @@ func TestStallHoldsUntilClientLeaves(t *testing.T) {
 		{"anthropic", func(t *testing.T, ts *testServer) *http.Response {
 			return ts.do(t, "POST", "/anthropic/v1/messages", anthropicBody("claude-stall", true, nil), anthropicVersion...)
 		}, `"text":"Hel"`},
+		{"gemini", func(t *testing.T, ts *testServer) *http.Response {
+			return ts.do(t, "POST", geminiPath("gemini-stall", "streamGenerateContent")+"?alt=sse", geminiBody(nil))
+		}, `"text":"Hel"`},
+		{"bedrock", func(t *testing.T, ts *testServer) *http.Response {
+			return ts.do(t, "POST", "/model/demo-stall/converse-stream", bedrockBody(nil))
+		}, `"text":"Hel"`},
 		{"openai non-streaming", func(t *testing.T, ts *testServer) *http.Response {
 			return ts.do(t, "POST", "/openai/v1/chat/completions", openAIBody("gpt-stall", false, nil))
 		}, `{"id":`},

@@ -100,6 +100,13 @@ func newServer(cfg config) http.Handler {
 	mux.HandleFunc("GET /replicate/v1/predictions/{id}", s.replicateGet)
 	mux.HandleFunc("POST /replicate/v1/predictions/{id}/cancel", s.replicateCancel)
 	mux.HandleFunc("GET /replicate/files/{file}", s.replicateFile)
+	// Gemini and Bedrock are reached at their real paths (no provider prefix): the
+	// adapters build those paths themselves below a configurable base URL.
+	mux.HandleFunc("POST /v1beta/models/{modelMethod}", s.geminiAPI)
+	mux.HandleFunc("POST /v1/models/{modelMethod}", s.geminiAPI)
+	mux.HandleFunc("POST /v1/projects/{project}/locations/{location}/publishers/google/models/{modelMethod}", s.vertexAI)
+	mux.HandleFunc("POST /model/{modelId}/converse", s.bedrockConverse)
+	mux.HandleFunc("POST /model/{modelId}/converse-stream", s.bedrockConverseStream)
 	return mux
 }
 
@@ -143,16 +150,20 @@ type scenario struct {
 	truncate bool
 	// fail makes a Replicate prediction end failed.
 	fail bool
+	// throttleInStream opens a Bedrock stream with a throttlingException frame and
+	// nothing else (non-streaming: a 429 ThrottlingException).
+	throttleInStream bool
 }
 
 // scenarioFor derives the scripted behaviour from a model name; see README.md.
 func scenarioFor(model string) scenario {
 	m := strings.ToLower(model)
 	sc := scenario{
-		slow:     strings.Contains(m, "slow"),
-		stall:    strings.Contains(m, "stall"),
-		truncate: strings.Contains(m, "truncate"),
-		fail:     strings.Contains(m, "fail"),
+		slow:             strings.Contains(m, "slow"),
+		stall:            strings.Contains(m, "stall"),
+		truncate:         strings.Contains(m, "truncate"),
+		fail:             strings.Contains(m, "fail"),
+		throttleInStream: strings.Contains(m, "exception-throttling"),
 	}
 	switch {
 	case strings.Contains(m, "error-503"):

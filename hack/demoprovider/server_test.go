@@ -41,6 +41,7 @@ func TestScenarioFor(t *testing.T) {
 		{"demo-truncate", scenario{truncate: true}},
 		{"acme/fail", scenario{fail: true}},
 		{"demo-slow-truncate", scenario{slow: true, truncate: true}},
+		{"demo-exception-throttling", scenario{throttleInStream: true}},
 	}
 	for _, tt := range tests {
 		if got := scenarioFor(tt.model); got != tt.want {

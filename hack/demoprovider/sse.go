@@ -8,10 +8,13 @@ import (
 	"time"
 )
 
-// frame is one server-sent event: an optional event name and its data.
+// frame is one event of a streamed answer: an optional event name and its data.
 type frame struct {
-	// event is the "event:" field; empty omits the line (OpenAI style).
+	// event is the SSE "event:" field, empty to omit the line (OpenAI and Gemini style),
+	// or Bedrock's :event-type header.
 	event string
+	// exception marks a Bedrock exception frame; event then names the exception type.
+	exception bool
 	// data is marshalled to JSON, except a rawData, which is written as is.
 	data any
 }
@@ -29,13 +32,31 @@ type script struct {
 	epilogue []frame
 }
 
-// play writes sc as an event stream under scenario sn: with stall it stops after the
-// first piece and holds the connection until the client leaves; with truncate it ends
-// the response after the last piece, without the epilogue. It returns early when the
-// client goes away or a write fails, so no goroutine outlives its request.
-func play(w http.ResponseWriter, r *http.Request, sc script, sn scenario, pace time.Duration) {
+// streamFormat is how play writes a stream: its content type and the bytes of one frame.
+type streamFormat struct {
+	contentType string
+	// encode appends one frame to buf.
+	encode func(buf *bytes.Buffer, f frame) error
+}
+
+// sseLF is text/event-stream as OpenAI and Anthropic write it, lines ending in "\n".
+var sseLF = streamFormat{contentType: "text/event-stream", encode: func(buf *bytes.Buffer, f frame) error {
+	return encodeSSE(buf, f, "\n")
+}}
+
+// sseCRLF is text/event-stream as Google writes it for alt=sse, lines ending in "\r\n",
+// so a client that splits frames on "\n\n" alone fails here as it would against Google.
+var sseCRLF = streamFormat{contentType: "text/event-stream", encode: func(buf *bytes.Buffer, f frame) error {
+	return encodeSSE(buf, f, "\r\n")
+}}
+
+// play writes sc in format under scenario sn: with stall it stops after the first piece
+// and holds the connection until the client leaves; with truncate it ends the response
+// after the last piece, without the epilogue. It returns early when the client goes
+// away or a write fails, so no goroutine outlives its request.
+func play(w http.ResponseWriter, r *http.Request, format streamFormat, sc script, sn scenario, pace time.Duration) {
 	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
+	h.Set("Content-Type", format.contentType)
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
@@ -47,7 +68,7 @@ func play(w http.ResponseWriter, r *http.Request, sc script, sn scenario, pace t
 	var buf bytes.Buffer
 	send := func(f frame) bool {
 		buf.Reset()
-		if err := encodeFrame(&buf, f); err != nil {
+		if err := format.encode(&buf, f); err != nil {
 			return false
 		}
 		if _, err := w.Write(buf.Bytes()); err != nil {
@@ -79,13 +100,14 @@ func play(w http.ResponseWriter, r *http.Request, sc script, sn scenario, pace t
 	}
 }
 
-// encodeFrame appends f in the event-stream format to buf. Every payload is a single
-// line (json.Marshal never emits a raw newline), so one data field suffices.
-func encodeFrame(buf *bytes.Buffer, f frame) error {
+// encodeSSE appends f in the event-stream format to buf, ending each line with eol.
+// Every payload is a single line (json.Marshal never emits a raw newline), so one data
+// field suffices.
+func encodeSSE(buf *bytes.Buffer, f frame, eol string) error {
 	if f.event != "" {
 		buf.WriteString("event: ")
 		buf.WriteString(f.event)
-		buf.WriteByte('\n')
+		buf.WriteString(eol)
 	}
 	buf.WriteString("data: ")
 	if raw, ok := f.data.(rawData); ok {
@@ -97,7 +119,8 @@ func encodeFrame(buf *bytes.Buffer, f frame) error {
 		}
 		buf.Write(b)
 	}
-	buf.WriteString("\n\n")
+	buf.WriteString(eol)
+	buf.WriteString(eol)
 	return nil
 }
 

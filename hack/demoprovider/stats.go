@@ -10,9 +10,11 @@ import (
 // handed-over one was not canceled. GET /stats answers the counters as one JSON object
 // whose names are stable (README.md, "Stats").
 type stats struct {
-	// openAIRequests and anthropicRequests count requests to the chat endpoints, as
-	// they arrive, whatever the answer.
-	openAIRequests, anthropicRequests atomic.Int64
+	// openAIRequests, anthropicRequests, geminiRequests, vertexRequests and
+	// bedrockRequests count requests to the chat endpoints, as they arrive, whatever
+	// the answer.
+	openAIRequests, anthropicRequests               atomic.Int64
+	geminiRequests, vertexRequests, bedrockRequests atomic.Int64
 	// predictionsCreated counts Replicate predictions created (201).
 	predictionsCreated atomic.Int64
 	// predictionsCanceled counts unfinished predictions a cancel request canceled; a
@@ -31,6 +33,9 @@ type statsView struct {
 	ReplicateCancelRequests      int64 `json:"replicate_cancel_requests"`
 	OpenAIRequests               int64 `json:"openai_requests"`
 	AnthropicRequests            int64 `json:"anthropic_requests"`
+	GeminiRequests               int64 `json:"gemini_requests"`
+	VertexRequests               int64 `json:"vertex_requests"`
+	BedrockRequests              int64 `json:"bedrock_requests"`
 }
 
 // serveStats serves GET /stats. Like /healthz it needs no key: the counters say nothing
@@ -44,5 +49,8 @@ func (s *server) serveStats(w http.ResponseWriter, _ *http.Request) {
 		ReplicateCancelRequests:      st.replicateCancelRequests.Load(),
 		OpenAIRequests:               st.openAIRequests.Load(),
 		AnthropicRequests:            st.anthropicRequests.Load(),
+		GeminiRequests:               st.geminiRequests.Load(),
+		VertexRequests:               st.vertexRequests.Load(),
+		BedrockRequests:              st.bedrockRequests.Load(),
 	})
 }

@@ -27,7 +27,7 @@ func TestStats(t *testing.T) {
 		}
 		return string(b)
 	}
-	if got, want := stats(), `{"replicate_predictions_created":0,"replicate_predictions_canceled":0,"replicate_polls":0,"replicate_cancel_requests":0,"openai_requests":0,"anthropic_requests":0}`; got != want {
+	if got, want := stats(), `{"replicate_predictions_created":0,"replicate_predictions_canceled":0,"replicate_polls":0,"replicate_cancel_requests":0,"openai_requests":0,"anthropic_requests":0,"gemini_requests":0,"vertex_requests":0,"bedrock_requests":0}`; got != want {
 		t.Fatalf("fresh stats = %s, want %s", got, want)
 	}
 
@@ -37,6 +37,12 @@ func TestStats(t *testing.T) {
 	drain(ts.do(t, "POST", "/openai/v1/chat/completions", openAIBody("demo", false, nil)))
 	drain(ts.do(t, "POST", "/openai/v1/chat/completions", openAIBody("demo-error-503", false, nil), bearer...))
 	drain(ts.do(t, "POST", "/anthropic/v1/messages", anthropicBody("claude-demo", false, nil), append([]string{"x-api-key", key}, anthropicVersion...)...))
+	drain(ts.do(t, "POST", geminiPath("gemini-demo", "streamGenerateContent")+"?alt=sse", geminiBody(nil), "x-goog-api-key", key))
+	drain(ts.do(t, "POST", geminiPath("gemini-demo", "generateContent"), geminiBody(nil)))
+	drain(ts.do(t, "POST", vertexPath("gemini-demo", "generateContent"), geminiBody(nil), bearer...))
+	drain(ts.do(t, "POST", "/model/demo/converse-stream", bedrockBody(nil), bearer...))
+	drain(ts.do(t, "POST", "/model/demo-error-429/converse", bedrockBody(nil), bearer...))
+	drain(ts.do(t, "POST", "/model/demo/converse", bedrockBody(nil)))
 
 	// Two predictions created (a scripted error creates none); one canceled while
 	// running, then canceled again (no change), and a cancel of an unknown id.
@@ -53,7 +59,7 @@ func TestStats(t *testing.T) {
 	clock.Advance(time.Second)
 	drain(ts.do(t, "POST", "/replicate/v1/predictions/"+q.ID+"/cancel", nil, bearer...))
 
-	want := `{"replicate_predictions_created":2,"replicate_predictions_canceled":1,"replicate_polls":2,"replicate_cancel_requests":4,"openai_requests":3,"anthropic_requests":1}`
+	want := `{"replicate_predictions_created":2,"replicate_predictions_canceled":1,"replicate_polls":2,"replicate_cancel_requests":4,"openai_requests":3,"anthropic_requests":1,"gemini_requests":2,"vertex_requests":1,"bedrock_requests":3}`
 	if got := stats(); got != want {
 		t.Errorf("stats = %s\nwant    %s", got, want)
 	}
