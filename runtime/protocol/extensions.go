@@ -20,6 +20,9 @@ const (
 	// ExtensionObject is an object of model parameters: at most MaxParameters names
 	// matching ParameterNamePattern, each with a scalar value (see ParameterValue).
 	ExtensionObject = "object"
+	// ExtensionStrings is an array of at most MaxItems non-empty strings of at most
+	// MaxLength characters each (stop sequences).
+	ExtensionStrings = "array"
 )
 
 // Bounds of an ExtensionObject value. A parameter value is a boolean, a number of
@@ -51,12 +54,15 @@ type ExtensionSpec struct {
 	Key string
 	// Source is the provider API field the adapter passes the value to.
 	Source string
-	// Type is ExtensionString, ExtensionNumber, ExtensionInteger or ExtensionObject.
+	// Type is ExtensionString, ExtensionNumber, ExtensionInteger, ExtensionObject or
+	// ExtensionStrings.
 	Type string
 	// Minimum and Maximum bound number and integer values, inclusive.
 	Minimum, Maximum int64
-	// MaxLength bounds string values, in characters.
+	// MaxLength bounds string values (each string of ExtensionStrings), in characters.
 	MaxLength int
+	// MaxItems bounds the strings of ExtensionStrings.
+	MaxItems int
 	// Pattern constrains string values.
 	Pattern string
 
@@ -84,6 +90,14 @@ var documentedExtensions = []ExtensionSpec{
 	{Key: "anthropic.temperature", Source: "temperature", Type: ExtensionNumber, Minimum: 0, Maximum: 1},
 	// Sample only from the k most likely tokens.
 	{Key: "anthropic.top_k", Source: "top_k", Type: ExtensionInteger, Minimum: 0, Maximum: math.MaxInt32},
+	// Output token cap.
+	{Key: "bedrock.max_tokens", Source: "inferenceConfig.maxTokens", Type: ExtensionInteger, Minimum: 1, Maximum: math.MaxInt32},
+	// Sampling temperature, 0 to 1.
+	{Key: "bedrock.temperature", Source: "inferenceConfig.temperature", Type: ExtensionNumber, Minimum: 0, Maximum: 1},
+	// Nucleus sampling probability mass, 0 to 1.
+	{Key: "bedrock.top_p", Source: "inferenceConfig.topP", Type: ExtensionNumber, Minimum: 0, Maximum: 1},
+	// Sequences that stop generation.
+	{Key: "bedrock.stop_sequences", Source: "inferenceConfig.stopSequences", Type: ExtensionStrings, MaxItems: 8, MaxLength: 256},
 	// Model parameters (aspect ratio, steps, seed, ...). The adapter sends only names the
 	// deployment allows (spec/modeldeployments.md, "Allowed parameters") and never lets
 	// one replace the prompt or a media input; the model and version come from the
@@ -175,6 +189,29 @@ func (s *ExtensionSpec) check(c *jsonCursor) rule {
 		return ""
 	case ExtensionObject:
 		return checkParameters(c)
+	case ExtensionStrings:
+		if b != '[' {
+			return rExtensionValue
+		}
+		n := 0
+		bad := false
+		_ = c.elements(func() error {
+			n++
+			if c.peek() != '"' {
+				bad = true
+				return errStop
+			}
+			v := c.str()
+			if v == "" || utf8.RuneCountInString(v) > s.MaxLength || n > s.MaxItems {
+				bad = true
+				return errStop
+			}
+			return nil
+		})
+		if bad {
+			return rExtensionValue
+		}
+		return ""
 	}
 	return rExtensionValue
 }

@@ -62,6 +62,11 @@ func (s *ExtensionSpec) schema() *jsonschema.Schema {
 		out.Pattern = s.Pattern
 		return out
 	}
+	if s.Type == ExtensionStrings {
+		out.MaxItems = schemaCount(s.MaxItems)
+		out.Items = &jsonschema.Schema{Type: "string", MinLength: schemaCount(1), MaxLength: schemaCount(s.MaxLength)}
+		return out
+	}
 	out.Minimum = schemaNumber(s.Minimum)
 	out.Maximum = schemaNumber(s.Maximum)
 	return out

@@ -1,0 +1,146 @@
+package bedrock
+
+import (
+	"fmt"
+	"math"
+	"strings"
+
+	"github.com/go-logr/logr"
+
+	"github.com/switchboard-dev/switchboard/runtime/engine"
+	"github.com/switchboard-dev/switchboard/runtime/protocol"
+	"github.com/switchboard-dev/switchboard/runtime/providers/providerhttp"
+)
+
+// Stop reasons of a safety intervention; they end the attempt as content_filtered
+// instead of becoming a finish reason.
+const (
+	stopGuardrail       = "guardrail_intervened"
+	stopContentFiltered = "content_filtered"
+)
+
+// textIndex is the output part of all text: every text block of an answer folds into
+// output part 0, so a streamed and a non-streamed answer materialize to the same snapshot.
+const textIndex = 0
+
+// reader turns one provider response into event data and the attempt's result. It holds
+// the state both the streaming and the non-streaming paths share.
+type reader struct {
+	emit      engine.Emitter
+	log       logr.Logger
+	secrets   []string // the credential's secrets, only to drop identifiers that echo them
+	requestID string   // the x-amzn-RequestId response header
+	emitted   bool     // an output or tool event was recorded
+}
+
+// clean returns a provider-supplied identifier (request id, error type, stop reason, tool
+// call id) when it looks like one and contains none of the credential's secrets, else "".
+func (r *reader) clean(s string) string {
+	for _, secret := range r.secrets {
+		if strings.Contains(s, secret) {
+			return ""
+		}
+	}
+	return providerhttp.Identifier(s, "")
+}
+
+// send records one event. Its error (attempt over, store failure) ends the attempt: the
+// engine decides the outcome from its own state, and the text names only the event type.
+func (r *reader) send(typ protocol.EventType, data any) error {
+	if err := r.emit.Emit(typ, data); err != nil {
+		return fmt.Errorf("record %s: %w", typ, err)
+	}
+	if typ.IsOutput() {
+		r.emitted = true
+	}
+	return nil
+}
+
+// text records a text fragment; empty fragments carry nothing and are skipped.
+func (r *reader) text(s string) error {
+	if s == "" {
+		return nil
+	}
+	return r.send(protocol.EventOutputDelta, protocol.OutputDeltaData{Index: textIndex, Type: "text", Text: s})
+}
+
+// toolStarted records a tool call's start, after checking the provider's id and name:
+// the id must fit the documented toolUseId pattern and the name the tool name pattern
+// (a call the client could not answer is not a call), and neither may echo a secret.
+func (r *reader) toolStarted(index int, id, name string) error {
+	if !toolUseIDRE.MatchString(id) || r.clean(id) != id || !toolUseIDRE.MatchString(name) || r.clean(name) != name {
+		return r.malformed("toolUse block")
+	}
+	return r.send(protocol.EventToolCallStarted, protocol.ToolCallStartedData{Index: index, CallID: id, Name: name})
+}
+
+// reportUsage records the attempt's single usage.reported, if the provider reported any.
+func (r *reader) reportUsage(u *usage) error {
+	entries := u.entries()
+	if len(entries) == 0 {
+		return nil
+	}
+	return r.send(protocol.EventUsageReported, protocol.UsageReportedData{Usage: entries})
+}
+
+// finish turns the stop reason into the attempt's result. A guardrail intervention or a
+// content filter stop is content_filtered (the output before it, if any, stays recorded).
+// Any other reason is the finish reason as Bedrock names it — end_turn, tool_use,
+// max_tokens, stop_sequence, model_context_window_exceeded, … — like every adapter, the
+// provider's own (spec/events.md, "execution.completed"), when it is an identifier
+// without a secret; anything else is dropped and the execution completes without one.
+func (r *reader) finish(stopReason string) (engine.Outcome, error) {
+	if stopReason == stopGuardrail || stopReason == stopContentFiltered {
+		r.log.Info("Provider filtered the content", "stopReason", stopReason, "requestID", r.requestID)
+		f := providerhttp.Failure{Provider: Provider, Code: stopReason, RequestID: r.requestID, ContentFiltered: true}
+		return engine.Outcome{}, f.Error()
+	}
+	return engine.Outcome{FinishReason: r.clean(stopReason)}, nil
+}
+
+// usage is the provider's TokenUsage. Fields are pointers so that a field the provider
+// did not report is left out rather than reported as zero.
+type usage struct {
+	InputTokens           *float64 `json:"inputTokens"`
+	OutputTokens          *float64 `json:"outputTokens"`
+	CacheReadInputTokens  *float64 `json:"cacheReadInputTokens"`
+	CacheWriteInputTokens *float64 `json:"cacheWriteInputTokens"`
+}
+
+// merge takes every field o reports.
+func (u *usage) merge(o *usage) {
+	if o == nil {
+		return
+	}
+	for _, f := range []struct{ dst, src **float64 }{
+		{&u.InputTokens, &o.InputTokens},
+		{&u.OutputTokens, &o.OutputTokens},
+		{&u.CacheReadInputTokens, &o.CacheReadInputTokens},
+		{&u.CacheWriteInputTokens, &o.CacheWriteInputTokens},
+	} {
+		if *f.src != nil {
+			*f.dst = *f.src
+		}
+	}
+}
+
+// entries lists the reported fields as usage entries, in a fixed order; totalTokens is
+// their sum and is not reported. Values that are not finite counts are dropped (the
+// engine would drop them too).
+func (u *usage) entries() []protocol.Usage {
+	var out []protocol.Usage
+	for _, f := range []struct {
+		unit string
+		v    *float64
+	}{
+		{protocol.UnitInputTokens, u.InputTokens},
+		{protocol.UnitOutputTokens, u.OutputTokens},
+		{protocol.UnitCacheReadTokens, u.CacheReadInputTokens},
+		{protocol.UnitCacheWriteTokens, u.CacheWriteInputTokens},
+	} {
+		if f.v != nil && !math.IsNaN(*f.v) && !math.IsInf(*f.v, 0) && *f.v >= 0 {
+			out = append(out, protocol.Usage{Unit: f.unit, Quantity: *f.v, Source: protocol.SourceProvider})
+		}
+	}
+	return out
+}
