@@ -189,6 +189,9 @@ func TestExtensionRegistry(t *testing.T) {
 	for _, k := range []string{
 		"openai.reasoning_effort", "openai.temperature", "openai.top_p", "openai.max_completion_tokens",
 		"openai.seed", "anthropic.max_tokens", "anthropic.temperature", "anthropic.top_k", "replicate.input",
+		"gemini.temperature", "gemini.top_p", "gemini.top_k", "gemini.max_output_tokens", "gemini.seed",
+		"gemini.stop_sequences", "gemini.thinking_budget", "gemini.thinking_level",
+		"bedrock.max_tokens", "bedrock.temperature", "bedrock.top_p", "bedrock.stop_sequences",
 	} {
 		if !keys[k] {
 			t.Errorf("%s is not documented", k)

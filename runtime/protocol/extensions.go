@@ -90,6 +90,22 @@ var documentedExtensions = []ExtensionSpec{
 	{Key: "anthropic.temperature", Source: "temperature", Type: ExtensionNumber, Minimum: 0, Maximum: 1},
 	// Sample only from the k most likely tokens.
 	{Key: "anthropic.top_k", Source: "top_k", Type: ExtensionInteger, Minimum: 0, Maximum: math.MaxInt32},
+	// Sampling temperature, 0 to 2.
+	{Key: "gemini.temperature", Source: "generationConfig.temperature", Type: ExtensionNumber, Minimum: 0, Maximum: 2},
+	// Nucleus sampling probability mass, 0 to 1.
+	{Key: "gemini.top_p", Source: "generationConfig.topP", Type: ExtensionNumber, Minimum: 0, Maximum: 1},
+	// Sample only from the k most likely tokens.
+	{Key: "gemini.top_k", Source: "generationConfig.topK", Type: ExtensionInteger, Minimum: 1, Maximum: math.MaxInt32},
+	// Output token cap.
+	{Key: "gemini.max_output_tokens", Source: "generationConfig.maxOutputTokens", Type: ExtensionInteger, Minimum: 1, Maximum: math.MaxInt32},
+	// Best-effort deterministic sampling.
+	{Key: "gemini.seed", Source: "generationConfig.seed", Type: ExtensionInteger, Minimum: math.MinInt32, Maximum: math.MaxInt32},
+	// Sequences that stop generation; the API takes up to five.
+	{Key: "gemini.stop_sequences", Source: "generationConfig.stopSequences", Type: ExtensionStrings, MaxItems: 5, MaxLength: 256},
+	// Thinking token budget: -1 for dynamic, 0 to turn thinking off where the model allows.
+	{Key: "gemini.thinking_budget", Source: "generationConfig.thinkingConfig.thinkingBudget", Type: ExtensionInteger, Minimum: -1, Maximum: math.MaxInt32},
+	// Thinking level (low, high, ...); a pattern, not a list, as Google adds values.
+	{Key: "gemini.thinking_level", Source: "generationConfig.thinkingConfig.thinkingLevel", Type: ExtensionString, MaxLength: 16, Pattern: `^[a-z]+$`},
 	// Output token cap.
 	{Key: "bedrock.max_tokens", Source: "inferenceConfig.maxTokens", Type: ExtensionInteger, Minimum: 1, Maximum: math.MaxInt32},
 	// Sampling temperature, 0 to 1.
