@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # First run: build and start the demo provider and switchboard in standalone mode
 # (config/samples/standalone, memory EventStore), submit a streamed text execution with
-# fallback, a tool-call execution and an asynchronous image job with curl, print their
-# events and results, then stop everything this script started.
+# fallback, a tool-call execution, the same text on Gemini and on Bedrock, and an
+# asynchronous image job with curl, print their events and results, then stop everything
+# this script started.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -54,6 +55,12 @@ show "streamed text (the first model answers 503, the runtime falls back)" "$id"
 
 id=$(submit '{"ability":"chat","input":[{"type":"text","text":"Weather in Paris?"},{"type":"tool","name":"get_weather","description":"Current weather","parameters":{"type":"object","properties":{"city":{"type":"string"}}}}]}')
 show "tool call" "$id"
+
+id=$(submit '{"ability":"chat","input":[{"type":"text","text":"Hello from Gemini"}],"routing":{"prefer":["demo/echo-gemini"]}}')
+show "the same API on Gemini (streamGenerateContent, server-sent events)" "$id"
+
+id=$(submit '{"ability":"chat","input":[{"type":"text","text":"Hello from Bedrock"}],"routing":{"prefer":["demo/echo-bedrock"]}}')
+show "and on Bedrock (ConverseStream, AWS event-stream frames)" "$id"
 
 id=$(submit '{"ability":"text-to-image","input":[{"type":"text","text":"a lighthouse at dawn"}],"extensions":{"replicate.input":{"aspect_ratio":"16:9","seed":7}}}')
 show "asynchronous image job (model parameters the deployment allows)" "$id"

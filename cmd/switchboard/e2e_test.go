@@ -223,6 +223,8 @@ spec:
 
 type env struct {
 	api, probe string
+	// providerAddr is the demo provider's address.
+	providerAddr string
 	dir        string
 	provider   *lockedBuffer
 	runtime    *lockedBuffer
@@ -234,15 +236,20 @@ type env struct {
 // added to switchboard's flags.
 func setup(t *testing.T, args ...string) *env {
 	t.Helper()
+	return setupWith(t, nil, args...)
+}
+
+// setupWith is setup with more manifests: extra renders them for the demo provider's
+// address.
+func setupWith(t *testing.T, extra func(provider string) string, args ...string) *env {
+	t.Helper()
 	providerAddr := freeAddr(t)
-	e := &env{api: freeAddr(t), probe: freeAddr(t), dir: t.TempDir()}
+	e := &env{api: freeAddr(t), probe: freeAddr(t), dir: t.TempDir(), providerAddr: providerAddr}
 	e.provider = start(t, "demoprovider", "--addr", providerAddr, "--api-key", e2eKey, "--job-duration", "1s")
 	eventually(t, 10*time.Second, "demo provider", func() bool {
 		return strings.Contains(e.provider.String(), "listening on")
 	})
-	if err := os.WriteFile(filepath.Join(e.dir, "models.yaml"), []byte(manifests(providerAddr)), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	e.writeModels(t, extra)
 	e.runtime, e.process = startProcess(t, "switchboard", append([]string{"--manifests", e.dir, "--runtime-bind-address", e.api,
 		"--health-probe-bind-address", e.probe, "--metrics-bind-address", "0", "--cleanup-grace", "2s"}, args...)...)
 	eventually(t, 15*time.Second, "switchboard /readyz", func() bool {
@@ -259,6 +266,19 @@ func setup(t *testing.T, args ...string) *env {
 	}
 	e.client = c
 	return e
+}
+
+// writeModels writes the test's manifests, with extra's, as the folder switchboard
+// watches; a running switchboard reloads them.
+func (e *env) writeModels(t *testing.T, extra func(provider string) string) {
+	t.Helper()
+	models := manifests(e.providerAddr)
+	if extra != nil {
+		models += "---\n" + extra(e.providerAddr)
+	}
+	if err := os.WriteFile(filepath.Join(e.dir, "models.yaml"), []byte(models), 0o600); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func textRequest(ability, text string, parts ...protocol.Part) *protocol.Request {
