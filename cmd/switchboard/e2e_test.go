@@ -225,11 +225,11 @@ type env struct {
 	api, probe string
 	// providerAddr is the demo provider's address.
 	providerAddr string
-	dir        string
-	provider   *lockedBuffer
-	runtime    *lockedBuffer
-	process    *process
-	client     *client.Client
+	dir          string
+	provider     *lockedBuffer
+	runtime      *lockedBuffer
+	process      *process
+	client       *client.Client
 }
 
 // setup starts the demo provider and switchboard on the test's manifests; args are

@@ -31,7 +31,7 @@ func TestClientRefusesRedirects(t *testing.T) {
 	if n := followed.Load(); n != 0 {
 		t.Errorf("the redirect target was reached %d times", n)
 	}
-	if Client(nil) != Client(nil) {
+	if shared := Client(nil); shared != sharedClient() {
 		t.Error("the shared client is not shared")
 	}
 }

@@ -468,8 +468,9 @@ func checkRedirect(t *testing.T, w Wire) {
 		mu.Unlock()
 	}))
 	defer elsewhere.Close()
-	u := newUpstream(t, w, func(rw http.ResponseWriter, r *http.Request) {
-		http.Redirect(rw, r, elsewhere.URL+r.URL.Path, http.StatusTemporaryRedirect)
+	u := newUpstream(t, w, func(rw http.ResponseWriter, _ *http.Request) {
+		rw.Header().Set("Location", elsewhere.URL+"/moved")
+		rw.WriteHeader(http.StatusTemporaryRedirect)
 	})
 	a := w.execute(t, u, textRequest, func(p context.Context) (context.Context, func()) {
 		return context.WithTimeout(p, attemptTimeout)
