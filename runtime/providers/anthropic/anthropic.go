@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -142,7 +141,7 @@ func (a *adapter) Execute(ctx context.Context, at engine.Attempt, emit engine.Em
 	req, err := providerhttp.NewRequest(ctx, http.MethodPost, a.url, bytes.NewReader(payload))
 	if err != nil {
 		// New checked the URL, so this is a bug; the cause is kept without the URL.
-		return engine.Outcome{}, fmt.Errorf("build provider request: %w", transportCause(err))
+		return engine.Outcome{}, fmt.Errorf("build provider request: %w", providerhttp.Cause(err))
 	}
 	req.Header.Set("x-api-key", a.cred.Reveal())
 	req.Header.Set("anthropic-version", APIVersion)
@@ -155,7 +154,7 @@ func (a *adapter) Execute(ctx context.Context, at engine.Attempt, emit engine.Em
 
 	resp, err := a.client.Do(req)
 	if err != nil {
-		log.Info("Provider request failed", "error", transportCause(err))
+		log.Info("Provider request failed", "error", providerhttp.Cause(err))
 		return engine.Outcome{}, providerhttp.TransportError(ctx, Provider, err)
 	}
 	defer resp.Body.Close()
@@ -176,12 +175,3 @@ func (a *adapter) logger(ctx context.Context) logr.Logger {
 	return providerhttp.Logger(ctx, a.log)
 }
 
-// transportCause strips the *url.Error wrapper, whose text names the request URL (which
-// may carry a query string), leaving the network cause for the log.
-func transportCause(err error) error {
-	var ue *url.Error
-	if errors.As(err, &ue) {
-		return ue.Err
-	}
-	return err
-}

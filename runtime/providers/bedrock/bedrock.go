@@ -16,6 +16,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
+	"github.com/aws/smithy-go/encoding/httpbinding"
 	"github.com/go-logr/logr"
 
 	"github.com/switchboard-dev/switchboard/runtime/engine"
@@ -184,30 +185,8 @@ func rejected(msg string) *protocol.Error {
 func (a *adapter) target(op string) string {
 	u := *a.base
 	u.Path = a.base.Path + "/model/" + a.model + "/" + op
-	u.RawPath = a.base.EscapedPath() + "/model/" + escapeLabel(a.model) + "/" + op
+	u.RawPath = a.base.EscapedPath() + "/model/" + httpbinding.EscapePath(a.model, true) + "/" + op
 	return u.String()
-}
-
-// escapeLabel percent-encodes every byte of s outside the RFC 3986 unreserved set
-// (A–Z a–z 0–9 - . _ ~) with upper-case hex: the escaping of smithy's
-// httpbinding.EscapePath(s, true), which the AWS SDK applies to the modelId label.
-func escapeLabel(s string) string {
-	const hexDigits = "0123456789ABCDEF"
-	var b []byte
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if unreserved(c) {
-			b = append(b, c)
-			continue
-		}
-		b = append(b, '%', hexDigits[c>>4], hexDigits[c&15])
-	}
-	return string(b)
-}
-
-func unreserved(c byte) bool {
-	return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-		c == '-' || c == '.' || c == '_' || c == '~'
 }
 
 // Execute implements engine.Adapter: one Converse call, or one ConverseStream call when
@@ -236,7 +215,7 @@ func (a *adapter) Execute(ctx context.Context, at engine.Attempt, emit engine.Em
 	req, err := providerhttp.NewRequest(ctx, http.MethodPost, a.target(op), bytes.NewReader(payload))
 	if err != nil {
 		// New checked the URL, so this is a bug; the cause is kept without the URL.
-		return engine.Outcome{}, fmt.Errorf("build provider request: %w", transportCause(err))
+		return engine.Outcome{}, fmt.Errorf("build provider request: %w", providerhttp.Cause(err))
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", accept)
@@ -248,7 +227,7 @@ func (a *adapter) Execute(ctx context.Context, at engine.Attempt, emit engine.Em
 
 	resp, err := a.client.Do(req)
 	if err != nil {
-		log.Info("Provider request failed", "error", transportCause(err))
+		log.Info("Provider request failed", "error", providerhttp.Cause(err))
 		return engine.Outcome{}, providerhttp.TransportError(ctx, Provider, err)
 	}
 	defer resp.Body.Close()
@@ -288,12 +267,3 @@ func (a *adapter) authenticate(ctx context.Context, req *http.Request, payload [
 	return nil
 }
 
-// transportCause strips the *url.Error wrapper, whose text names the request URL, leaving
-// the network cause for the log.
-func transportCause(err error) error {
-	var ue *url.Error
-	if errors.As(err, &ue) {
-		return ue.Err
-	}
-	return err
-}

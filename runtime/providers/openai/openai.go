@@ -207,8 +207,7 @@ func (a *adapter) Execute(ctx context.Context, at engine.Attempt, emit engine.Em
 
 	resp, err := a.client.Do(req)
 	if err != nil {
-		// The error text names the endpoint; it is logged, never returned.
-		a.log.V(1).Info("Provider request failed", "error", err.Error(), "contextDone", ctx.Err() != nil)
+		a.log.V(1).Info("Provider request failed", "error", providerhttp.Cause(err).Error(), "contextDone", ctx.Err() != nil)
 		return engine.Outcome{}, providerhttp.TransportError(ctx, a.provider, err)
 	}
 	defer resp.Body.Close()

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -150,6 +151,17 @@ func RetryAfter(h http.Header, now time.Time) (time.Duration, bool) {
 		return 0, true
 	}
 	return 0, false
+}
+
+// Cause strips the *url.Error wrapper of a transport failure, whose text names the
+// request URL (which may carry a query string), leaving the network cause: the only
+// form of a transport error an adapter may log.
+func Cause(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return ue.Err
+	}
+	return err
 }
 
 // TransportError maps an error from sending the request or reading the response (not an

@@ -302,7 +302,9 @@ var Requests = []Named{
 	{"tool result audio", req(`{"type":"tool_result","call_id":"c1","content":[{"type":"audio",` + wav + `}]}`)},
 	{"system tool result", req(`{"type":"tool_result","role":"system","call_id":"c1","content":"ok"}`)},
 	{"extensions of every provider", `{"ability":"chat","input":[{"type":"text","text":"Hello"}],"extensions":{` +
-		`"openai.temperature":1,"openai.seed":7,"anthropic.max_tokens":100,"anthropic.top_k":5,"replicate.input":{}}}`},
+		`"openai.temperature":1,"openai.seed":7,"anthropic.max_tokens":100,"anthropic.top_k":5,"replicate.input":{},` +
+		`"gemini.temperature":0.5,"gemini.stop_sequences":["END"],"gemini.thinking_level":"low",` +
+		`"bedrock.max_tokens":100,"bedrock.top_p":0.9,"bedrock.stop_sequences":["END"]}}`},
 }
 
 // parameterRequests set model parameters through replicate.input.
