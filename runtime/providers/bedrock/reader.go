@@ -3,7 +3,6 @@ package bedrock
 import (
 	"fmt"
 	"math"
-	"strings"
 
 	"github.com/go-logr/logr"
 
@@ -35,14 +34,7 @@ type reader struct {
 
 // clean returns a provider-supplied identifier (request id, error type, stop reason, tool
 // call id) when it looks like one and contains none of the credential's secrets, else "".
-func (r *reader) clean(s string) string {
-	for _, secret := range r.secrets {
-		if strings.Contains(s, secret) {
-			return ""
-		}
-	}
-	return providerhttp.Identifier(s, "")
-}
+func (r *reader) clean(s string) string { return providerhttp.Identifier(s, r.secrets...) }
 
 // send records one event. Its error (attempt over, store failure) ends the attempt: the
 // engine decides the outcome from its own state, and the text names only the event type.

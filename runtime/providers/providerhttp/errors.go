@@ -105,16 +105,22 @@ var messages = map[protocol.Code]string{
 // identifier keeps a provider-supplied identifier only if it looks like one (short,
 // no spaces or URL characters), so a provider cannot smuggle free text — or an echoed
 // credential — into provider_error.
-func identifier(s string) string { return Identifier(s, "") }
+func identifier(s string) string { return Identifier(s) }
 
 // Identifier returns s, a provider-supplied identifier (request id, error type or code,
 // finish reason), if it looks like one — 1 to 128 bytes of ASCII letters, digits and
-// '_', '-', '.', ':' — and does not contain secret (the deployment's credential, echoed
-// back by a hostile or broken upstream; "" for none). Otherwise it returns "": provider
-// free text never reaches an event, an error or a log line through an identifier.
-func Identifier(s, secret string) string {
-	if len(s) == 0 || len(s) > 128 || (secret != "" && strings.Contains(s, secret)) {
+// '_', '-', '.', ':' — and contains none of secrets (the parts of the deployment's
+// credential, echoed back by a hostile or broken upstream; empty ones are ignored).
+// Otherwise it returns "": provider free text never reaches an event, an error or a log
+// line through an identifier.
+func Identifier(s string, secrets ...string) string {
+	if len(s) == 0 || len(s) > 128 {
 		return ""
+	}
+	for _, secret := range secrets {
+		if secret != "" && strings.Contains(s, secret) {
+			return ""
+		}
 	}
 	for _, r := range s {
 		ok := r == '_' || r == '-' || r == '.' || r == ':' ||
