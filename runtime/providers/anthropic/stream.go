@@ -151,15 +151,11 @@ func (r *reader) handle(st *streamState, ev sse.Event) (done bool, err error) {
 			ae = *e.Error
 		}
 		f := r.failure(0, &ae, nil)
+		// As for a truncated stream: after output the attempt cannot be retried
+		// without repeating it, and the flag tells callers the truth.
+		f.InStream, f.AfterOutput = true, r.emitted
 		r.log.Info("Provider stream reported an error", "type", f.Type, "requestID", f.RequestID, "output", r.emitted)
-		pe := f.Error()
-		if r.emitted {
-			// As for a truncated stream: after output the attempt cannot be retried
-			// without repeating it, and the flag tells callers the truth.
-			pe.Retryable = false
-			pe.RetryAfterMs = 0
-		}
-		return false, pe
+		return false, f.Error()
 	}
 	return false, nil
 }

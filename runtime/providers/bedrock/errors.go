@@ -76,7 +76,7 @@ func (r *reader) httpFailure(resp *http.Response) error {
 			typ = body.Code
 		}
 	}
-	f := r.failure(resp.StatusCode, resp.StatusCode, errorType(typ), resp.Header)
+	f := r.failure(resp.StatusCode, errorType(typ), resp.Header)
 	r.log.Info("Provider answered with an error", "status", resp.StatusCode, "type", f.Type, "requestID", f.RequestID)
 	return f.Error()
 }
@@ -92,43 +92,23 @@ func errorType(s string) string {
 	return strings.TrimSpace(s)
 }
 
-// failure builds the portable failure for an error of type typ. mapStatus decides the
-// code (the response status, or for an exception frame its documented status); status
-// is what provider_error.http_status reports (0 inside a stream that started with 200).
+// failure builds the portable failure for an error of type typ with the given status
+// (the response's, or for an exception frame the one Bedrock documents for its type).
 // Any identifier that echoes a secret is dropped before it can reach provider_error.
-func (r *reader) failure(status, mapStatus int, typ string, h http.Header) mappedFailure {
+func (r *reader) failure(status int, typ string, h http.Header) providerhttp.Failure {
 	ex := exceptions[strings.ToLower(typ)]
-	if mapStatus == http.StatusFailedDependency {
+	if status == http.StatusFailedDependency {
 		ex.unavailable = true // a 424 of any type is the model's dependency failing
 	}
-	if ex.limited {
-		mapStatus = http.StatusTooManyRequests
+	return providerhttp.Failure{
+		Provider:    Provider,
+		Status:      status,
+		Type:        r.clean(typ),
+		RequestID:   r.requestID,
+		Header:      h,
+		RateLimited: ex.limited,
+		Overloaded:  ex.unavailable,
 	}
-	return mappedFailure{
-		Failure: providerhttp.Failure{
-			Provider:   Provider,
-			Status:     mapStatus,
-			Type:       r.clean(typ),
-			RequestID:  r.requestID,
-			Header:     h,
-			Overloaded: ex.unavailable,
-		},
-		status: status,
-	}
-}
-
-// mappedFailure is a providerhttp.Failure whose code is decided by one status (Failure.Status)
-// while another is reported.
-type mappedFailure struct {
-	providerhttp.Failure
-	status int
-}
-
-// Error is the portable error, reporting the real status.
-func (f mappedFailure) Error() *protocol.Error {
-	e := f.Failure.Error()
-	e.ProviderError.HTTPStatus = f.status
-	return e
 }
 
 // exceptionFailure maps a stream's exception frame (:exception-type) or error frame
@@ -136,18 +116,14 @@ func (f mappedFailure) Error() *protocol.Error {
 // provider_unavailable for a type Bedrock does not document. After output nothing is
 // retryable (spec/http-api.md, "Retryable").
 func (r *reader) exceptionFailure(typ string) error {
-	mapStatus := 0 // providerhttp: an in-stream error after 200 is provider_unavailable
+	status := 0 // providerhttp: an in-stream error of no documented type is provider_unavailable
 	if ex, ok := exceptions[strings.ToLower(typ)]; ok {
-		mapStatus = ex.status
+		status = ex.status
 	}
-	f := r.failure(0, mapStatus, typ, nil)
+	f := r.failure(status, typ, nil)
+	f.InStream, f.AfterOutput = true, r.emitted
 	r.log.Info("Provider stream reported an exception", "type", f.Type, "requestID", f.RequestID, "output", r.emitted)
-	pe := f.Error()
-	if r.emitted {
-		pe.Retryable = false
-		pe.RetryAfterMs = 0
-	}
-	return pe
+	return f.Error()
 }
 
 // malformed is the error for an answer that cannot be read as the documented format (a

@@ -155,9 +155,9 @@ func (r *reader) failure(status int, ae *apiError, h http.Header) providerhttp.F
 // inStreamFailure maps an error object received after a 200. Its retryability follows
 // providerhttp.Truncated: once output was emitted the attempt cannot be replaced.
 func (r *reader) inStreamFailure(ae *apiError) *protocol.Error {
-	e := r.failure(0, ae, nil).Error()
-	e.Retryable = e.Retryable && !r.output
-	return e
+	f := r.failure(0, ae, nil)
+	f.InStream, f.AfterOutput = true, r.output
+	return f.Error()
 }
 
 // truncated is the error for a stream that ended before data: [DONE].

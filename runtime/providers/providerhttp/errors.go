@@ -36,9 +36,19 @@ type Failure struct {
 	QuotaExhausted bool
 	// ContentFiltered marks a safety refusal.
 	ContentFiltered bool
+	// RateLimited marks an error the provider documents as throttling whatever its
+	// status (Bedrock's ServiceQuotaExceededException is a 400), mapped to rate_limited.
+	RateLimited bool
 	// Overloaded marks a provider-specific overload signal (e.g. Anthropic 529 or an
 	// in-stream overloaded_error), mapped to provider_unavailable.
 	Overloaded bool
+	// InStream marks an error reported inside a response that began with 200 (an error
+	// event or frame): Status, when set, is the status the provider documents for the
+	// error's type and decides the code, but provider_error carries no http_status.
+	InStream bool
+	// AfterOutput marks a failure after the attempt emitted output: it is never
+	// retryable and carries no retry hint (spec/http-api.md, "Errors").
+	AfterOutput bool
 }
 
 // Error maps f to the portable error: 400/413/422 ⇒ invalid_request; 401/403/404 ⇒
@@ -55,6 +65,8 @@ func (f Failure) Error() *protocol.Error {
 		code = protocol.CodeQuotaExhausted
 	case f.Overloaded:
 		code = protocol.CodeProviderUnavailable
+	case f.RateLimited:
+		code = protocol.CodeRateLimited
 	case s == http.StatusBadRequest, s == http.StatusRequestEntityTooLarge, s == http.StatusUnprocessableEntity:
 		code = protocol.CodeInvalidRequest
 	case s == http.StatusUnauthorized, s == http.StatusForbidden, s == http.StatusNotFound:
@@ -84,9 +96,12 @@ func (f Failure) Error() *protocol.Error {
 	// x-should-retry: false lowers the status-based verdict; a hint never raises it for
 	// a code the table marks not retryable (spec/http-api.md, "Errors"), so "true" on a
 	// 401 cannot trigger a fallback.
-	if strings.EqualFold(strings.TrimSpace(f.Header.Get("x-should-retry")), "false") {
+	if f.AfterOutput || strings.EqualFold(strings.TrimSpace(f.Header.Get("x-should-retry")), "false") {
 		e.Retryable = false
 		e.RetryAfterMs = 0
+	}
+	if f.InStream {
+		e.ProviderError.HTTPStatus = 0
 	}
 	return e
 }

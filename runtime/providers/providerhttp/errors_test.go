@@ -83,3 +83,26 @@ func TestIdentifierDropsFreeText(t *testing.T) {
 		}
 	}
 }
+
+// A documented throttling type maps to rate_limited whatever its status; an error inside
+// a 200 stream keeps no http_status; after output nothing is retryable or hinted.
+func TestFailureFlags(t *testing.T) {
+	hint := http.Header{"Retry-After": {"2"}}
+	for name, tt := range map[string]struct {
+		f         Failure
+		code      protocol.Code
+		retryable bool
+		status    int
+		afterMs   int64
+	}{
+		"throttling as a 400":            {Failure{Status: 400, RateLimited: true, Header: hint}, protocol.CodeRateLimited, true, 400, 2000},
+		"in-stream throttling":           {Failure{Status: 429, InStream: true, Header: hint}, protocol.CodeRateLimited, true, 0, 2000},
+		"in-stream throttling after out": {Failure{Status: 429, InStream: true, AfterOutput: true, Header: hint}, protocol.CodeRateLimited, false, 0, 0},
+		"in-stream of no type":           {Failure{InStream: true}, protocol.CodeProviderUnavailable, true, 0, 0},
+	} {
+		e := tt.f.Error()
+		if e.Code != tt.code || e.Retryable != tt.retryable || e.ProviderError.HTTPStatus != tt.status || e.RetryAfterMs != tt.afterMs {
+			t.Errorf("%s: got %s retryable=%v http_status=%d after=%d", name, e.Code, e.Retryable, e.ProviderError.HTTPStatus, e.RetryAfterMs)
+		}
+	}
+}
