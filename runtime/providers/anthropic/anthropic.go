@@ -174,4 +174,3 @@ func (a *adapter) Execute(ctx context.Context, at engine.Attempt, emit engine.Em
 func (a *adapter) logger(ctx context.Context) logr.Logger {
 	return providerhttp.Logger(ctx, a.log)
 }
-

@@ -266,4 +266,3 @@ func (a *adapter) authenticate(ctx context.Context, req *http.Request, payload [
 	}
 	return nil
 }
-

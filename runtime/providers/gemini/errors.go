@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/switchboard-dev/switchboard/runtime/protocol"
 	"github.com/switchboard-dev/switchboard/runtime/providers/providerhttp"
 )
 
@@ -30,9 +29,6 @@ const (
 	typeErrorInfo = "type.googleapis.com/google.rpc.ErrorInfo"
 	typeRetryInfo = "type.googleapis.com/google.rpc.RetryInfo"
 )
-
-// rejectedMessage is providerhttp's fixed message for provider_rejected.
-const rejectedMessage = "the provider rejected the deployment's credentials, permissions or model"
 
 // rpcStatus is a google.rpc.Status, the error of both APIs: the body of a failed response
 // ({"error": {…}}) and an error object inside a stream. Its message is never read: it is
@@ -60,7 +56,7 @@ func (r *reader) httpFailure(resp *http.Response) error {
 		Error *rpcStatus `json:"error"`
 	}
 	_ = json.Unmarshal(raw, &body) // best effort: see above
-	e := r.failure(resp.StatusCode, body.Error, resp.Header)
+	e := r.failure(resp.StatusCode, body.Error, resp.Header).Error()
 	pe := e.ProviderError
 	r.log.Info("Provider answered with an error", "status", pe.HTTPStatus, "type", pe.Type, "reason", pe.Code, "code", e.Code)
 	return e
@@ -74,52 +70,41 @@ func (r *reader) inStreamFailure(st *rpcStatus) error {
 	if st.Code >= 400 && st.Code <= 599 {
 		status = st.Code
 	}
-	e := r.failure(status, st, nil)
+	f := r.failure(status, st, nil)
 	// The HTTP status was 200; the code lives in the error object.
-	e.ProviderError.HTTPStatus = 0
-	if r.emitted {
-		e.Retryable = false
-		e.RetryAfterMs = 0
-	}
-	r.log.Info("Provider stream reported an error", "code", st.Code, "type", e.ProviderError.Type, "reason", e.ProviderError.Code, "output", r.emitted)
-	return e
+	f.InStream, f.AfterOutput = true, r.emitted
+	r.log.Info("Provider stream reported an error", "code", st.Code, "type", f.Type, "reason", f.Code, "output", r.emitted)
+	return f.Error()
 }
 
-// failure builds the portable error for an HTTP status (0: unknown) and error object
-// (nil: none) through providerhttp.Failure, with the Google-specific rules: an API key
-// refused or an account precondition is provider_rejected; RetryInfo's retryDelay is a
-// retry hint when no retry header gave one. Every identifier that contains a secret is
+// failure describes an HTTP status (0: unknown) and error object (nil: none) for
+// providerhttp, with the Google-specific rules: an API key refused or an account
+// precondition (both a 400) is provider_rejected; RetryInfo's retryDelay is the retry
+// hint when no retry header gives one. Every identifier that contains a secret is
 // dropped before it can reach provider_error.
-func (r *reader) failure(status int, st *rpcStatus, h http.Header) *protocol.Error {
+func (r *reader) failure(status int, st *rpcStatus, h http.Header) providerhttp.Failure {
 	f := providerhttp.Failure{Provider: r.provider, Status: status, RequestID: r.responseID, Header: h}
+	if st == nil {
+		return f
+	}
 	var reason string
-	if st != nil {
-		f.Type = r.clean(st.Status)
-		for _, d := range st.Details {
-			switch d.Type {
-			case typeErrorInfo:
-				if reason == "" {
-					reason = d.Reason
-				}
-			case typeRetryInfo:
-				if delay, ok := retryDelay(d.RetryDelay); ok {
-					if _, hinted := providerhttp.RetryAfter(h, time.Now()); !hinted {
-						f.Header = withRetryAfterMs(h, delay)
-					}
-				}
+	f.Type = r.clean(st.Status)
+	for _, d := range st.Details {
+		switch d.Type {
+		case typeErrorInfo:
+			if reason == "" {
+				reason = d.Reason
+			}
+		case typeRetryInfo:
+			if delay, ok := retryDelay(d.RetryDelay); ok {
+				f.RetryAfter = delay
 			}
 		}
-		f.Code = r.clean(reason)
 	}
-	e := f.Error()
+	f.Code = r.clean(reason)
 	// Decided from the cleaned identifiers only, as provider_error shows them.
-	if e.Code == protocol.CodeInvalidRequest && (f.Type == statusFailedPrecondition || strings.HasPrefix(f.Code, apiKeyReason)) {
-		e.Code = protocol.CodeProviderRejected
-		e.Message = rejectedMessage
-		e.Retryable = false
-		e.RetryAfterMs = 0
-	}
-	return e
+	f.Rejected = status == http.StatusBadRequest && (f.Type == statusFailedPrecondition || strings.HasPrefix(f.Code, apiKeyReason))
+	return f
 }
 
 // retryDelay parses a google.protobuf.Duration in its JSON form ("37s", "0.5s").
@@ -133,15 +118,4 @@ func retryDelay(s string) (time.Duration, bool) {
 		return 0, false
 	}
 	return time.Duration(secs * float64(time.Second)), true
-}
-
-// withRetryAfterMs returns a copy of h with retry-after-ms set to d, so providerhttp
-// applies it with its own rules (only on retryable failures, x-should-retry honoured).
-func withRetryAfterMs(h http.Header, d time.Duration) http.Header {
-	out := h.Clone()
-	if out == nil {
-		out = http.Header{}
-	}
-	out.Set("retry-after-ms", strconv.FormatInt(d.Milliseconds(), 10))
-	return out
 }

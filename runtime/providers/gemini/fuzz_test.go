@@ -103,7 +103,7 @@ func FuzzReadStream(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body []byte) {
 		em := &checkingEmitter{t: t, snap: protocol.NewSnapshot("")}
 		r := &reader{provider: ProviderGemini, emit: em, log: logr.Discard(), secrets: []string{fuzzSecret}}
-		out, err := r.readStream(context.Background(), bytes.NewReader(body))
+		out, err := r.readStream(context.Background(), bytes.NewReader(body), nil)
 		checkResult(t, r, em, body, out, err)
 	})
 }

@@ -4,7 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
+	"fmt"
+	"io"
 	"mime"
 	"net/http"
 	"net/url"
@@ -123,10 +124,16 @@ type adapter struct {
 	tokens *tokenEntry
 }
 
-var _ engine.Adapter = (*adapter)(nil)
+var (
+	_ engine.Adapter = (*adapter)(nil)
+	_ fmt.Formatter  = (*adapter)(nil)
+)
 
-// String and GoString describe the adapter without its fields: fmt prints unexported
-// fields raw, which would reveal the credential.
+// Format prints the provider and model only, whatever the verb (%v, %+v, %#v, %s, %d,
+// %x, …): fmt would otherwise print the unexported fields raw, the API key among them.
+func (a *adapter) Format(f fmt.State, _ rune) { _, _ = io.WriteString(f, a.String()) }
+
+// String and GoString return the same redacted text as Format.
 func (a *adapter) String() string   { return "gemini adapter (" + a.provider + " " + a.model + ")" }
 func (a *adapter) GoString() string { return a.String() }
 
@@ -240,7 +247,9 @@ func (a *adapter) Execute(ctx context.Context, at engine.Attempt, emit engine.Em
 	if a.tokens != nil {
 		tok, terr := a.tokens.token(ctx, a.provider, log)
 		if terr != nil {
-			return engine.Outcome{}, terr
+			// Nothing reached the model: the engine may try the next candidate, which
+			// may not need this key (spec/routing.md, "Attempts and fallback").
+			return engine.Outcome{}, engine.NotSent(terr)
 		}
 		token = tok
 		r.secrets = []string{token, a.tokens.keyID}
@@ -268,7 +277,7 @@ func (a *adapter) Execute(ctx context.Context, at engine.Attempt, emit engine.Em
 	resp, err := a.client.Do(req)
 	if err != nil {
 		// The error text names the URL; only its network cause is logged.
-		log.V(1).Info("Provider request failed", "error", transportCause(err), "contextDone", ctx.Err() != nil)
+		log.V(1).Info("Provider request failed", "error", providerhttp.Cause(err), "contextDone", ctx.Err() != nil)
 		return engine.Outcome{}, providerhttp.TransportError(ctx, a.provider, err)
 	}
 	defer resp.Body.Close()
@@ -282,7 +291,7 @@ func (a *adapter) Execute(ctx context.Context, at engine.Attempt, emit engine.Em
 		return engine.Outcome{}, r.httpFailure(resp)
 	}
 	if a.stream && !isJSON(resp.Header) {
-		return r.readStream(ctx, resp.Body)
+		return r.readStream(ctx, resp.Body, func() { _ = resp.Body.Close() })
 	}
 	// Non-streaming, or a proxy that answered the streaming call with one JSON
 	// document: the same response object, read whole.
@@ -293,14 +302,4 @@ func (a *adapter) Execute(ctx context.Context, at engine.Attempt, emit engine.Em
 func isJSON(h http.Header) bool {
 	mt, _, err := mime.ParseMediaType(h.Get("Content-Type"))
 	return err == nil && mt == "application/json"
-}
-
-// transportCause strips the *url.Error wrapper, whose text names the request URL, leaving
-// the network cause for the log.
-func transportCause(err error) error {
-	var ue *url.Error
-	if errors.As(err, &ue) {
-		return ue.Err
-	}
-	return err
 }

@@ -264,7 +264,9 @@ type tokenServer struct {
 	keys    map[string]*serviceAccount // by private_key_id
 	tokens  map[string]string          // minted token by private_key_id
 	fetches int
-	status  int // non-zero: answer every request with it and an error body
+	// inFlight counts requests being answered; maxInFlight is its highest value.
+	inFlight, maxInFlight int
+	status                int // non-zero: answer every request with it and an error body
 	// hold, when set, delays every answer until it is closed.
 	hold chan struct{}
 }
@@ -295,11 +297,25 @@ func (ts *tokenServer) count() int {
 	return ts.fetches
 }
 
+// peak returns the highest number of token requests answered at once.
+func (ts *tokenServer) peak() int {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	return ts.maxInFlight
+}
+
 func (ts *tokenServer) serve(w http.ResponseWriter, r *http.Request) {
 	ts.mu.Lock()
 	ts.fetches++
+	ts.inFlight++
+	ts.maxInFlight = max(ts.maxInFlight, ts.inFlight)
 	status, hold := ts.status, ts.hold
 	ts.mu.Unlock()
+	defer func() {
+		ts.mu.Lock()
+		ts.inFlight--
+		ts.mu.Unlock()
+	}()
 	if hold != nil {
 		select {
 		case <-hold:

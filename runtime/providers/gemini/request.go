@@ -3,12 +3,8 @@ package gemini
 import (
 	"bytes"
 	"encoding/json"
-	"math"
 	"net/url"
-	"regexp"
-	"strconv"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/switchboard-dev/switchboard/runtime/engine"
 	"github.com/switchboard-dev/switchboard/runtime/protocol"
@@ -113,28 +109,31 @@ const (
 )
 
 // Extension keys read by the adapter, for both providers (README.md lists them with
-// their API fields): the request body is the same GenerateContentRequest on either.
-const (
-	extTemperature     = "gemini.temperature"
-	extTopP            = "gemini.top_p"
-	extTopK            = "gemini.top_k"
-	extMaxOutputTokens = "gemini.max_output_tokens"
-	extSeed            = "gemini.seed"
-	extStopSequences   = "gemini.stop_sequences"
-	extThinkingBudget  = "gemini.thinking_budget"
-	extThinkingLevel   = "gemini.thinking_level"
+// their API fields): the request body is the same GenerateContentRequest on either. The
+// registry (protocol.LookupExtension) holds each key's type and range, checked by the
+// request decoder and again by applyExtensions.
+var (
+	specTemperature     = documented("gemini.temperature")
+	specTopP            = documented("gemini.top_p")
+	specTopK            = documented("gemini.top_k")
+	specMaxOutputTokens = documented("gemini.max_output_tokens")
+	specSeed            = documented("gemini.seed")
+	specStopSequences   = documented("gemini.stop_sequences")
+	// -1 asks for a dynamic budget, 0 turns thinking off where the model allows it.
+	specThinkingBudget = documented("gemini.thinking_budget")
+	// A pattern, not a list, as Google adds levels; sent as the enum name (upper case).
+	specThinkingLevel = documented("gemini.thinking_level")
 )
 
-// Bounds of gemini.stop_sequences: the API takes up to five sequences; each is bounded
-// as the registry bounds every list of strings.
-const (
-	maxStopSequences      = 5
-	maxStopSequenceLength = 256
-)
-
-// thinkingLevel is the grammar of gemini.thinking_level: a pattern, not a list, as
-// Google adds levels; the value is sent as the enum name (upper case).
-var thinkingLevel = regexp.MustCompile(`^[a-z]{1,16}$`)
+// documented returns the registered spec of key; a key missing from the registry is a
+// programming error caught by every test of the package.
+func documented(key string) protocol.ExtensionSpec {
+	s, ok := protocol.LookupExtension(key)
+	if !ok {
+		panic("gemini: extension " + key + " is not documented in runtime/protocol")
+	}
+	return s
+}
 
 // Refusals of requests the adapter cannot send. Routing asks CanEncode before it chooses
 // a deployment (spec/routing.md, "Eligibility"), so Execute meets them only for requests
@@ -507,9 +506,10 @@ func baseMediaType(mt string) string {
 // applyExtensions reads the documented gemini.* extensions into gr.generationConfig.
 // Other keys — another provider's, or gemini keys this adapter does not document — are
 // ignored, so no extension can add contents, tools, a model, safety settings or
-// credentials. The request decoder checks types and ranges of registered keys; they are
-// checked again here because an adapter must not trust that every caller went through
-// it. Keys are read in a fixed order, so the first bad one decides.
+// credentials. The request decoder checks types and ranges of documented keys; they are
+// checked again here (ExtensionSpec.Valid, the decoder's own check) because an adapter
+// must not trust that every caller went through it. Keys are read in a fixed order, so
+// the first bad one decides.
 func applyExtensions(gr *generateRequest, ext map[string]json.RawMessage) *protocol.Error {
 	if len(ext) == 0 {
 		return nil
@@ -517,39 +517,28 @@ func applyExtensions(gr *generateRequest, ext map[string]json.RawMessage) *proto
 	var gc generationConfig
 	var tc thinkingConfig
 	for _, f := range []struct {
-		key  string
-		read func(json.RawMessage) bool
+		spec protocol.ExtensionSpec
+		read func(json.RawMessage) error
 	}{
-		{extTemperature, func(raw json.RawMessage) (ok bool) { gc.Temperature, ok = number(raw, 0, 2); return }},
-		{extTopP, func(raw json.RawMessage) (ok bool) { gc.TopP, ok = number(raw, 0, 1); return }},
-		{extTopK, func(raw json.RawMessage) (ok bool) { gc.TopK, ok = integer(raw, 1); return }},
-		{extMaxOutputTokens, func(raw json.RawMessage) (ok bool) {
-			gc.MaxOutputTokens, ok = integer(raw, 1)
-			return
-		}},
-		{extSeed, func(raw json.RawMessage) (ok bool) { gc.Seed, ok = integer(raw, math.MinInt32); return }},
-		{extStopSequences, func(raw json.RawMessage) (ok bool) { gc.StopSequences, ok = stopSequences(raw); return }},
-		// -1 asks for a dynamic budget, 0 turns thinking off where the model allows it.
-		{extThinkingBudget, func(raw json.RawMessage) (ok bool) {
-			tc.ThinkingBudget, ok = integer(raw, -1)
-			return
-		}},
-		{extThinkingLevel, func(raw json.RawMessage) bool {
-			var s string
-			if json.Unmarshal(raw, &s) != nil || !thinkingLevel.MatchString(s) {
-				return false
-			}
-			tc.ThinkingLevel = strings.ToUpper(s)
-			return true
+		{specTemperature, func(raw json.RawMessage) error { return numberInto(raw, &gc.Temperature) }},
+		{specTopP, func(raw json.RawMessage) error { return numberInto(raw, &gc.TopP) }},
+		{specTopK, func(raw json.RawMessage) error { return integerInto(raw, &gc.TopK) }},
+		{specMaxOutputTokens, func(raw json.RawMessage) error { return integerInto(raw, &gc.MaxOutputTokens) }},
+		{specSeed, func(raw json.RawMessage) error { return integerInto(raw, &gc.Seed) }},
+		// An empty list sets nothing: stopSequences is omitted when empty.
+		{specStopSequences, func(raw json.RawMessage) error { return json.Unmarshal(raw, &gc.StopSequences) }},
+		{specThinkingBudget, func(raw json.RawMessage) error { return integerInto(raw, &tc.ThinkingBudget) }},
+		{specThinkingLevel, func(raw json.RawMessage) error {
+			err := json.Unmarshal(raw, &tc.ThinkingLevel)
+			tc.ThinkingLevel = strings.ToUpper(tc.ThinkingLevel)
+			return err
 		}},
 	} {
-		raw, ok := ext[f.key]
+		raw, ok := ext[f.spec.Key]
 		if !ok {
 			continue
 		}
-		// The request decoder checked the value against the registry already; the
-		// same check here keeps a request built past the decoder to the same rules.
-		if spec, documented := protocol.LookupExtension(f.key); !documented || !spec.Valid(raw) || !f.read(raw) {
+		if !f.spec.Valid(raw) || f.read(raw) != nil {
 			return invalid(msgExtension)
 		}
 	}
@@ -562,66 +551,26 @@ func applyExtensions(gr *generateRequest, ext map[string]json.RawMessage) *proto
 	return nil
 }
 
-// stopSequences reads a JSON array of at most maxStopSequences non-empty strings of at
-// most maxStopSequenceLength characters; an empty array sets nothing.
-func stopSequences(raw json.RawMessage) ([]string, bool) {
-	if t := bytes.TrimSpace(raw); len(t) == 0 || t[0] != '[' {
-		return nil, false // null is not a list
+// numberInto decodes a number that ExtensionSpec.Valid accepted into *dst.
+func numberInto(raw json.RawMessage, dst **float64) error {
+	var f float64
+	if err := json.Unmarshal(raw, &f); err != nil {
+		return err
 	}
-	var ss []string
-	if json.Unmarshal(raw, &ss) != nil || len(ss) > maxStopSequences {
-		return nil, false
-	}
-	for _, s := range ss {
-		if s == "" || utf8.RuneCountInString(s) > maxStopSequenceLength {
-			return nil, false
-		}
-	}
-	return ss, true
+	*dst = &f
+	return nil
 }
 
-// jsonNumber returns raw as a JSON number literal, or false for any other JSON value.
-func jsonNumber(raw json.RawMessage) (json.Number, bool) {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil || dec.More() {
-		return "", false
-	}
-	n, ok := v.(json.Number)
-	return n, ok
-}
-
-// number reads a finite JSON number within [lo, hi].
-func number(raw json.RawMessage, lo, hi float64) (*float64, bool) {
-	n, ok := jsonNumber(raw)
-	if !ok {
-		return nil, false
-	}
-	f, err := n.Float64()
-	if err != nil || math.IsNaN(f) || f < lo || f > hi {
-		return nil, false
-	}
-	return &f, true
-}
-
-// integer reads an integral JSON number within [lo, math.MaxInt32] (every integer field
-// of generationConfig is an int32); 1e3 and 2.0 count as integers, as they do for the
-// request decoder. The bounds are within ±2^31, where float64 is exact, so the float
-// fallback cannot round a value into range.
-func integer(raw json.RawMessage, lo int64) (*int64, bool) {
-	const hi = math.MaxInt32
-	n, ok := jsonNumber(raw)
-	if !ok {
-		return nil, false
-	}
-	if i, err := strconv.ParseInt(n.String(), 10, 64); err == nil {
-		return &i, i >= lo && i <= hi
-	}
-	f, err := n.Float64()
-	if err != nil || f != math.Trunc(f) || f < float64(lo) || f > float64(hi) {
-		return nil, false
+// integerInto decodes an integer that ExtensionSpec.Valid accepted into *dst. It goes
+// through float64 because the registry admits integers written 1e3 or 2.0, which
+// encoding/json refuses for an integer type; every integer key is an int32 field, within
+// ±2^31, where float64 is exact.
+func integerInto(raw json.RawMessage, dst **int64) error {
+	var f float64
+	if err := json.Unmarshal(raw, &f); err != nil {
+		return err
 	}
 	i := int64(f)
-	return &i, true
+	*dst = &i
+	return nil
 }

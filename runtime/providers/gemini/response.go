@@ -7,8 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"regexp"
 	"strconv"
 	"strings"
+	"sync/atomic"
+	"time"
 
 	"github.com/go-logr/logr"
 
@@ -22,6 +25,18 @@ import (
 // the adapter buffer without limit; a real answer is text plus metadata. A streamed
 // chunk is bounded by the SSE decoder's frame bound (sse.DefaultMaxFrameSize).
 const maxResponseBody = 16 << 20
+
+// finishGrace bounds how long a stream is read after candidate 0's finish reason (or a
+// blocked prompt). Google's SSE has no end marker and the answer is complete then; only
+// a trailing usageMetadata may follow. A proxy that keeps the connection open would
+// otherwise hold a complete answer until the attempt's context ends, turning it into a
+// timeout; after the grace the body is closed and the answer completes with what it had.
+const finishGrace = 2 * time.Second
+
+// toolNameRE is the protocol's grammar of a tool call name (protocol.ToolNamePattern): a
+// function name the provider returns outside it is not one the caller can have declared,
+// so the answer is unreadable.
+var toolNameRE = regexp.MustCompile(protocol.ToolNamePattern)
 
 // textIndex is the output part of all text: every text part of an answer folds into
 // output part 0, so a streamed and a non-streamed answer materialize to the same snapshot.
@@ -133,19 +148,19 @@ type reader struct {
 	model      string // modelVersion (gen_ai.response.model)
 	emitted    bool   // an output or tool event was recorded
 
-	finish  string         // candidate 0's finishReason, once sent
-	blocked string         // promptFeedback.blockReason, once sent
-	usage   *usageMetadata // the latest usageMetadata
-	calls   int            // tool calls started, for tool.call.started's index
+	finish  string          // candidate 0's finishReason, once sent
+	blocked string          // promptFeedback.blockReason, once sent
+	usage   *usageMetadata  // the latest usageMetadata
+	calls   int             // tool calls started, for tool.call.started's index
+	callIDs map[string]bool // call ids used in the answer, so that each is unique
+	// graceOver is set when the stream was stopped finishGrace after its finish reason.
+	graceOver atomic.Bool
 }
 
 // clean keeps a provider-supplied identifier only when it looks like one and contains
 // no secret (providerhttp.Identifier).
 func (r *reader) clean(s string) string {
-	if containsAny(s, r.secrets) {
-		return ""
-	}
-	return providerhttp.Identifier(s, "")
+	return providerhttp.Identifier(s, r.secrets...)
 }
 
 // send records one event. Its error (attempt over, store failure) ends the attempt: the
@@ -171,8 +186,10 @@ func (r *reader) text(s string) error {
 // readStream reads a streamGenerateContent answer with alt=sse: one GenerateContentResponse
 // per data frame, and no terminal marker — the answer is complete when candidate 0 has a
 // finish reason (or the prompt was blocked) and the stream then ends. A stream that ends
-// before is truncated (providerhttp.Truncated).
-func (r *reader) readStream(ctx context.Context, body io.Reader) (engine.Outcome, error) {
+// before is truncated (providerhttp.Truncated). Once the answer is complete, the stream
+// is read for finishGrace more, for a trailing usage report; then stop, when non-nil,
+// closes the body, which ends the read and completes the answer.
+func (r *reader) readStream(ctx context.Context, body io.Reader, stop func()) (engine.Outcome, error) {
 	dec := sse.NewDecoder(body)
 	var chunk generateResponse
 	for {
@@ -190,6 +207,15 @@ func (r *reader) readStream(ctx context.Context, body io.Reader) (engine.Outcome
 		if err := r.apply(&chunk); err != nil {
 			return engine.Outcome{}, err
 		}
+		if (r.finish != "" || r.blocked != "") && stop != nil {
+			closeBody := stop
+			t := time.AfterFunc(finishGrace, func() {
+				r.graceOver.Store(true)
+				closeBody()
+			})
+			defer t.Stop()
+			stop = nil // armed once
+		}
 	}
 }
 
@@ -204,7 +230,10 @@ func (r *reader) streamEnded(ctx context.Context, err error) (engine.Outcome, er
 	case errors.Is(err, sse.ErrFrameTooLarge):
 		return engine.Outcome{}, r.malformed("stream frame too large")
 	case r.finish != "" || r.blocked != "":
-		if !errors.Is(err, io.EOF) {
+		switch {
+		case r.graceOver.Load():
+			r.log.V(1).Info("Provider stream still open after its finish reason; stopped reading", "grace", finishGrace, "responseID", r.responseID)
+		case !errors.Is(err, io.EOF):
 			// The answer was whole; only what could follow it (a last usage report) is lost.
 			r.log.V(1).Info("Provider stream broke off after its finish reason", "responseID", r.responseID)
 		}
@@ -320,22 +349,42 @@ func (r *reader) parts(parts []responsePart) error {
 	return flush()
 }
 
-// call records one function call. Its id is the provider's when it sent one that is an
-// identifier, else call_<n> (n counts the attempt's calls), unique within the answer.
+// call records one function call. Its name must be a tool name (protocol.ToolNamePattern)
+// and its args, when present, a JSON object (functionCall.args is a Struct): anything
+// else is not the documented format, so the answer is unreadable. Its id is the
+// provider's when it sent one that is an identifier not yet used in the answer, else
+// callID mints one.
 func (r *reader) call(id, name string, args json.RawMessage) error {
-	if name == "" || containsAny(name, r.secrets) {
-		return r.malformed("functionCall")
+	if !toolNameRE.MatchString(name) || containsAny(name, r.secrets) {
+		return r.malformed("functionCall name")
 	}
-	callID := r.clean(id)
-	if callID == "" {
-		callID = "call_" + strconv.Itoa(r.calls)
+	compacted, ok := argsObject(args)
+	if !ok {
+		return r.malformed("functionCall args")
 	}
+	callID := r.callID(id)
 	idx := r.calls
 	r.calls++
 	if err := r.send(protocol.EventToolCallStarted, protocol.ToolCallStartedData{Index: idx, CallID: callID, Name: name}); err != nil {
 		return err
 	}
-	return r.send(protocol.EventToolCallArgsDelta, protocol.ToolCallArgsDeltaData{CallID: callID, Delta: compactArgs(args)})
+	return r.send(protocol.EventToolCallArgsDelta, protocol.ToolCallArgsDeltaData{CallID: callID, Delta: compacted})
+}
+
+// callID returns the id of the answer's next call: the provider's id when it is an
+// identifier not used yet, else call_<n>, n the call's index or, when the provider
+// already used that id, the next n whose id is free. Either way it is unique within the
+// answer, as tool results name the call they answer by it.
+func (r *reader) callID(id string) string {
+	if r.callIDs == nil {
+		r.callIDs = map[string]bool{}
+	}
+	callID := r.clean(id)
+	for n := r.calls; callID == "" || r.callIDs[callID]; n++ {
+		callID = "call_" + strconv.Itoa(n)
+	}
+	r.callIDs[callID] = true
+	return callID
 }
 
 // containsAny reports whether s contains one of the non-empty secrets.
@@ -348,18 +397,23 @@ func containsAny(s string, secrets []string) bool {
 	return false
 }
 
-// compactArgs is a functionCall's args as compact JSON text; absent or null args are the
-// empty object, what a call without arguments amounts to.
-func compactArgs(raw json.RawMessage) string {
+// argsObject returns a functionCall's args as compact JSON text: absent args are the
+// empty object, what a call without arguments amounts to; ok is false for any other
+// value than an object (null, an array, a string, a number), which no function's
+// arguments can be.
+func argsObject(raw json.RawMessage) (string, bool) {
 	trimmed := bytes.TrimSpace(raw)
-	if len(trimmed) == 0 || bytes.Equal(trimmed, []byte("null")) {
-		return "{}"
+	if len(trimmed) == 0 {
+		return "{}", true
+	}
+	if trimmed[0] != '{' {
+		return "", false
 	}
 	var buf bytes.Buffer
 	if err := json.Compact(&buf, trimmed); err != nil {
-		return "{}"
+		return "", false
 	}
-	return buf.String()
+	return buf.String(), true
 }
 
 // end finishes a complete answer: the usage is recorded (once, last), then a blocked

@@ -320,3 +320,107 @@ func TestJSONArrayOnAStreamingDeployment(t *testing.T) {
 	diffEvents(t, res.events, []enginetest.Emitted{textDelta("Hello"), textDelta(", world"),
 		usageReported(tokens(protocol.UnitInputTokens, 2), tokens(protocol.UnitOutputTokens, 3))})
 }
+
+// TestStreamHeldOpenAfterFinishCompletes: Google's stream has no end marker, so a proxy
+// that keeps the connection open after the last chunk must not hold a complete answer
+// until the attempt's context ends. Usage that trails the finish reason within the grace
+// is still reported.
+func TestStreamHeldOpenAfterFinishCompletes(t *testing.T) {
+	up := newUpstream(t, 0, "")
+	up.handler = func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, `data: {"candidates":[{"content":{"parts":[{"text":"done"}],"role":"model"},"finishReason":"STOP","index":0}],"modelVersion":"gemini-2.5-flash"}`+"\r\n\r\n")
+		w.(http.Flusher).Flush()
+		time.Sleep(100 * time.Millisecond)
+		_, _ = io.WriteString(w, `data: {"usageMetadata":{"promptTokenCount":3,"candidatesTokenCount":1,"totalTokenCount":4}}`+"\r\n\r\n")
+		w.(http.Flusher).Flush()
+		<-r.Context().Done() // the connection stays open until the client closes it
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	start := time.Now()
+	res := runCtx(t, ctx, geminiDeployment(up.URL, streaming), hello(t))
+	if res.err != nil || res.outcome.FinishReason != "STOP" {
+		t.Fatalf("Execute: %+v %v, want a completed answer", res.outcome, res.err)
+	}
+	if d := time.Since(start); d > testTimeout/2 {
+		t.Errorf("Execute returned after %s, want soon after the finish reason", d)
+	}
+	diffEvents(t, res.events, []enginetest.Emitted{textDelta("done"),
+		usageReported(tokens(protocol.UnitInputTokens, 3), tokens(protocol.UnitOutputTokens, 1))})
+}
+
+// TestFunctionCallValidation: a functionCall whose name is not a tool name, or whose args
+// are not an object, is not the documented format: the answer is unreadable,
+// retryable only while nothing was emitted. Absent args are the empty object.
+func TestFunctionCallValidation(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		call   string // the functionCall object
+		before string // parts before it
+		ok     bool
+		retry  bool
+	}{
+		{name: "absent args", call: `{"name":"dim_lights"}`, ok: true},
+		{name: "empty args", call: `{"name":"dim_lights","args":{}}`, ok: true},
+		{name: "no name", call: `{"args":{}}`, retry: true},
+		{name: "empty name", call: `{"name":"","args":{}}`, retry: true},
+		{name: "a name with a space", call: `{"name":"dim lights","args":{}}`, retry: true},
+		{name: "a name with a slash", call: `{"name":"tools/dim","args":{}}`, retry: true},
+		{name: "a name over 64 characters", call: `{"name":"` + strings.Repeat("a", 65) + `","args":{}}`, retry: true},
+		{name: "array args", call: `{"name":"dim_lights","args":[1]}`, retry: true},
+		{name: "string args", call: `{"name":"dim_lights","args":"{}"}`, retry: true},
+		{name: "number args", call: `{"name":"dim_lights","args":3}`, retry: true},
+		{name: "null args", call: `{"name":"dim_lights","args":null}`, retry: true},
+		{name: "a bad name after output", call: `{"name":"dim lights","args":{}}`, before: `{"text":"Sure."},`, retry: false},
+		{name: "bad args after output", call: `{"name":"dim_lights","args":[]}`, before: `{"text":"Sure."},`, retry: false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			up := newUpstream(t, 0, "")
+			up.handler = func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "text/event-stream")
+				_, _ = io.WriteString(w, `data: {"candidates":[{"content":{"parts":[`+tc.before+`{"functionCall":`+tc.call+`}],"role":"model"},"finishReason":"STOP","index":0}]}`+"\r\n\r\n")
+			}
+			res := run(t, geminiDeployment(up.URL, streaming, withCaps(protocol.CapTools)), hello(t))
+			if tc.ok {
+				if res.err != nil {
+					t.Fatalf("Execute: %v", res.err)
+				}
+				diffEvents(t, res.events, []enginetest.Emitted{toolStarted(0, "call_0", "dim_lights"), argsDelta("call_0", "{}")})
+				return
+			}
+			pe := asError(t, res.err)
+			if pe.Code != protocol.CodeProviderUnavailable || pe.Retryable != tc.retry {
+				t.Errorf("error %+v, want provider_unavailable retryable=%v", pe, tc.retry)
+			}
+			for _, e := range res.events {
+				if e.Type == protocol.EventToolCallStarted {
+					t.Errorf("a malformed call was started: %s", e.Data)
+				}
+			}
+		})
+	}
+}
+
+// TestCallIDsAreUnique: ids minted for calls without one never repeat an id the provider
+// gave another call of the answer, and a repeated provider id is replaced.
+func TestCallIDsAreUnique(t *testing.T) {
+	up := newUpstream(t, 0, "")
+	up.handler = func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, `data: {"candidates":[{"content":{"parts":[`+
+			`{"functionCall":{"id":"call_1","name":"a"}},{"functionCall":{"name":"b"}},`+
+			`{"functionCall":{"id":"call_2","name":"c"}},{"functionCall":{"id":"call_1","name":"d"}}`+
+			`],"role":"model"},"finishReason":"STOP","index":0}]}`+"\r\n\r\n")
+	}
+	res := run(t, geminiDeployment(up.URL, streaming, withCaps(protocol.CapTools)), hello(t))
+	if res.err != nil {
+		t.Fatal(res.err)
+	}
+	diffEvents(t, res.events, []enginetest.Emitted{
+		toolStarted(0, "call_1", "a"), argsDelta("call_1", "{}"),
+		toolStarted(1, "call_2", "b"), argsDelta("call_2", "{}"),
+		toolStarted(2, "call_3", "c"), argsDelta("call_3", "{}"),
+		toolStarted(3, "call_4", "d"), argsDelta("call_4", "{}"),
+	})
+}

@@ -18,6 +18,7 @@ import (
 	"github.com/go-logr/logr"
 	"golang.org/x/oauth2"
 	"golang.org/x/oauth2/google"
+	"golang.org/x/sync/singleflight"
 
 	"github.com/switchboard-dev/switchboard/runtime/protocol"
 	"github.com/switchboard-dev/switchboard/runtime/providers/providerhttp"
@@ -35,7 +36,7 @@ const (
 	tokenSourceIdle = time.Hour
 	// tokenFetchTimeout bounds one token request. The oauth2 library sends it without
 	// the attempt's context, so the client's timeout is what ends a hung token endpoint;
-	// the attempt itself stops waiting when its context ends.
+	// the attempts waiting for it stop waiting when their own contexts end.
 	tokenFetchTimeout = 30 * time.Second
 	// tokenMargin is how long before its expiry a cached token stops being used without
 	// asking the token source.
@@ -57,11 +58,19 @@ type tokenCache struct {
 // tokenEntry is one key's token source. An adapter keeps its entry for its attempt even
 // if the cache drops it meanwhile.
 type tokenEntry struct {
-	sum   [sha256.Size]byte
-	src   oauth2.TokenSource // oauth2.ReuseTokenSource: one fetch while the token is valid
-	keyID string             // private_key_id, to scrub echoes of it
+	sum [sha256.Size]byte
+	// src is the service account's token source as the google package builds it: it
+	// already reuses its token until shortly before expiry (jwt.Config.TokenSource is an
+	// oauth2.ReuseTokenSource), so it is not wrapped again.
+	src   oauth2.TokenSource
+	keyID string // private_key_id, to scrub echoes of it
 	// last is the token src last returned, read without calling src on the hot path.
 	last atomic.Pointer[oauth2.Token]
+	// fetch lets at most one call of src run at a time for this key: attempts that find
+	// no valid token join the fetch in flight instead of each starting one that would
+	// outlive them (src serializes its fetches, so they would pile up behind a hung
+	// token endpoint).
+	fetch singleflight.Group
 	// lastUsed is guarded by the cache's mu.
 	lastUsed time.Time
 }
@@ -92,7 +101,7 @@ func (c *tokenCache) entry(keyJSON string, client *http.Client) (*tokenEntry, bo
 	if err != nil {
 		return nil, false
 	}
-	e := &tokenEntry{sum: sum, src: oauth2.ReuseTokenSource(nil, creds.TokenSource), keyID: key.PrivateKeyID, lastUsed: now}
+	e := &tokenEntry{sum: sum, src: creds.TokenSource, keyID: key.PrivateKeyID, lastUsed: now}
 
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -135,36 +144,34 @@ func (c *tokenCache) forget(e *tokenEntry) {
 }
 
 // token returns an access token for the attempt. A cached token is returned at once;
-// otherwise the token source fetches one, and the attempt stops waiting when ctx ends
-// (the fetch itself is bounded by tokenFetchTimeout). Failures have fixed messages: the
+// otherwise the attempt joins the entry's one fetch in flight (starting it if there is
+// none) and stops waiting when ctx ends. The fetch itself is bounded by
+// tokenFetchTimeout, not by any attempt's context, and its token is cached for the
+// attempts after it even when every waiter has left. Failures have fixed messages: the
 // oauth2 error text can hold the token endpoint's response body and is never surfaced or
 // logged.
 func (e *tokenEntry) token(ctx context.Context, provider string, log logr.Logger) (string, *protocol.Error) {
 	if t := e.last.Load(); t != nil && time.Until(t.Expiry) > tokenMargin {
 		return t.AccessToken, nil
 	}
-	type result struct {
-		tok *oauth2.Token
-		err error
-	}
-	done := make(chan result, 1)
-	go func() {
+	done := e.fetch.DoChan("", func() (any, error) {
 		t, err := e.src.Token()
-		done <- result{t, err}
-	}()
+		if err == nil && t != nil && t.AccessToken != "" && providerhttp.HeaderSafe(t.AccessToken) && !t.Expiry.IsZero() {
+			e.last.Store(t)
+		}
+		return t, err
+	})
 	select {
 	case r := <-done:
-		if r.err != nil {
-			return "", tokenFailure(ctx, provider, r.err, log)
+		if r.Err != nil {
+			return "", tokenFailure(ctx, provider, r.Err, log)
 		}
-		if r.tok == nil || r.tok.AccessToken == "" || !providerhttp.HeaderSafe(r.tok.AccessToken) {
+		tok, _ := r.Val.(*oauth2.Token)
+		if tok == nil || tok.AccessToken == "" || !providerhttp.HeaderSafe(tok.AccessToken) {
 			log.Info("Provider token endpoint answered without a usable access token")
 			return "", tokenUnavailable(provider)
 		}
-		if !r.tok.Expiry.IsZero() {
-			e.last.Store(r.tok)
-		}
-		return r.tok.AccessToken, nil
+		return tok.AccessToken, nil
 	case <-ctx.Done():
 		return "", providerhttp.TransportError(ctx, provider, ctx.Err())
 	}

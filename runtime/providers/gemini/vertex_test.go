@@ -2,11 +2,15 @@ package gemini_test
 
 import (
 	"context"
+	"errors"
 	"net/http"
+	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/switchboard-dev/switchboard/runtime/engine"
 	"github.com/switchboard-dev/switchboard/runtime/protocol"
 	"github.com/switchboard-dev/switchboard/runtime/routing"
 )
@@ -100,6 +104,10 @@ func TestVertexTokenEndpointFailures(t *testing.T) {
 			if pe.Code != tc.code || pe.Retryable != tc.retryable {
 				t.Errorf("error %+v, want %s retryable=%v", pe, tc.code, tc.retryable)
 			}
+			// Nothing reached the model, so the engine may fall back whatever the code.
+			if !errors.Is(res.err, engine.ErrNotSent) {
+				t.Errorf("error %v is not marked engine.ErrNotSent", res.err)
+			}
 			if n := len(up.requests()); n != 0 {
 				t.Errorf("%d model requests without a token", n)
 			}
@@ -124,6 +132,9 @@ func TestVertexTokenEndpointUnreachable(t *testing.T) {
 	if pe := asError(t, res.err); pe.Code != protocol.CodeProviderUnavailable || !pe.Retryable {
 		t.Errorf("error %+v, want provider_unavailable, retryable", pe)
 	}
+	if !errors.Is(res.err, engine.ErrNotSent) {
+		t.Errorf("error %v is not marked engine.ErrNotSent", res.err)
+	}
 	if ts.count() != 0 || len(up.requests()) != 0 {
 		t.Error("something was sent")
 	}
@@ -144,6 +155,79 @@ func TestVertexTokenWaitEndsWithTheAttempt(t *testing.T) {
 	}
 	if pe := asError(t, res.err); pe.Code != protocol.CodeProviderTimeout {
 		t.Errorf("error %+v, want provider_timeout", pe)
+	}
+}
+
+// TestVertexTokenFetchesDoNotPileUp: attempts that give up on a hung token endpoint
+// leave nothing behind but the one fetch in flight, which the next attempts join; once
+// the endpoint answers, its token serves them all.
+func TestVertexTokenFetchesDoNotPileUp(t *testing.T) {
+	ts := newTokenServer(t)
+	sa, token := ts.account(0, "sbkey0pileup")
+	hold := make(chan struct{})
+	ts.hold = hold
+	var once sync.Once
+	release := func() { once.Do(func() { close(hold) }) }
+	t.Cleanup(release) // before the server closes: it waits for its handlers
+	up := newUpstream(t, http.StatusOK, "generate_text.json")
+	d := vertexDeployment(up.URL, sa)
+
+	baseline := runtime.NumGoroutine()
+	const attempts = 40
+	var wg sync.WaitGroup
+	for range attempts {
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+			defer cancel()
+			if pe := asError(t, runCtx(t, ctx, d, hello(t)).err); pe.Code != protocol.CodeProviderTimeout {
+				t.Errorf("error %+v, want provider_timeout", pe)
+			}
+		})
+	}
+	wg.Wait()
+	// Left while the endpoint hangs: the fetch and its connection (both ends), not a
+	// goroutine per attempt.
+	if n := settledGoroutines(baseline + 8); n > baseline+8 {
+		t.Errorf("%d goroutines while the token endpoint hangs, baseline %d: fetches piled up", n, baseline)
+	}
+	if n := ts.count(); n != 1 {
+		t.Errorf("%d token requests for %d waiting attempts, want 1", n, attempts)
+	}
+
+	release()
+	// The token the fetch brings back is cached for the next attempt, whose context ended
+	// before it came.
+	deadline := time.Now().Add(testTimeout)
+	for {
+		res := run(t, d, hello(t))
+		if res.err == nil {
+			checkCredentialPlacement(t, up.only(t), "Authorization", "Bearer "+token)
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no attempt succeeded after the endpoint was released: %v", res.err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n, peak := ts.count(), ts.peak(); n != 1 || peak != 1 {
+		t.Errorf("%d token requests, at most %d at once; want 1", n, peak)
+	}
+	// What stays is the idle keep-alive connection to each server.
+	if n := settledGoroutines(baseline + 6); n > baseline+6 {
+		t.Errorf("%d goroutines after the token endpoint answered, baseline %d", n, baseline)
+	}
+}
+
+// settledGoroutines waits up to a few seconds for the goroutine count to fall to at most
+// limit, and returns the last count.
+func settledGoroutines(limit int) int {
+	deadline := time.Now().Add(3 * time.Second)
+	for {
+		n := runtime.NumGoroutine()
+		if n <= limit || time.Now().After(deadline) {
+			return n
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 

@@ -36,6 +36,13 @@ type Failure struct {
 	QuotaExhausted bool
 	// ContentFiltered marks a safety refusal.
 	ContentFiltered bool
+	// Rejected marks an error the provider documents as the deployment's problem whatever
+	// its status (Google answers a refused API key with 400), mapped to
+	// provider_rejected.
+	Rejected bool
+	// RetryAfter is a retry hint the provider gave in its error body (Google's
+	// RetryInfo), used when no retry header gives one.
+	RetryAfter time.Duration
 	// RateLimited marks an error the provider documents as throttling whatever its
 	// status (Bedrock's ServiceQuotaExceededException is a 400), mapped to rate_limited.
 	RateLimited bool
@@ -67,6 +74,8 @@ func (f Failure) Error() *protocol.Error {
 		code = protocol.CodeProviderUnavailable
 	case f.RateLimited:
 		code = protocol.CodeRateLimited
+	case f.Rejected:
+		code = protocol.CodeProviderRejected
 	case s == http.StatusBadRequest, s == http.StatusRequestEntityTooLarge, s == http.StatusUnprocessableEntity:
 		code = protocol.CodeInvalidRequest
 	case s == http.StatusUnauthorized, s == http.StatusForbidden, s == http.StatusNotFound:
@@ -92,6 +101,8 @@ func (f Failure) Error() *protocol.Error {
 	}
 	if ms, ok := RetryAfter(f.Header, time.Now()); ok && e.Retryable {
 		e.RetryAfterMs = ms.Milliseconds()
+	} else if f.RetryAfter > 0 && e.Retryable {
+		e.RetryAfterMs = f.RetryAfter.Milliseconds()
 	}
 	// x-should-retry: false lowers the status-based verdict; a hint never raises it for
 	// a code the table marks not retryable (spec/http-api.md, "Errors"), so "true" on a

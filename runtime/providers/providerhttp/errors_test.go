@@ -99,6 +99,10 @@ func TestFailureFlags(t *testing.T) {
 		"in-stream throttling":           {Failure{Status: 429, InStream: true, Header: hint}, protocol.CodeRateLimited, true, 0, 2000},
 		"in-stream throttling after out": {Failure{Status: 429, InStream: true, AfterOutput: true, Header: hint}, protocol.CodeRateLimited, false, 0, 0},
 		"in-stream of no type":           {Failure{InStream: true}, protocol.CodeProviderUnavailable, true, 0, 0},
+		"a refused key as a 400":         {Failure{Status: 400, Rejected: true}, protocol.CodeProviderRejected, false, 400, 0},
+		"a body's retry hint":            {Failure{Status: 429, RetryAfter: 1500 * time.Millisecond}, protocol.CodeRateLimited, true, 429, 1500},
+		"a header hint wins":             {Failure{Status: 429, RetryAfter: 1500 * time.Millisecond, Header: hint}, protocol.CodeRateLimited, true, 429, 2000},
+		"no hint on a final error":       {Failure{Status: 401, RetryAfter: time.Second}, protocol.CodeProviderRejected, false, 401, 0},
 	} {
 		e := tt.f.Error()
 		if e.Code != tt.code || e.Retryable != tt.retryable || e.ProviderError.HTTPStatus != tt.status || e.RetryAfterMs != tt.afterMs {
