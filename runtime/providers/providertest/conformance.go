@@ -4,7 +4,6 @@ import (
 	"net/http"
 
 	"github.com/switchboard-dev/switchboard/runtime/protocol"
-	"github.com/switchboard-dev/switchboard/runtime/routing"
 )
 
 // Scenario is one situation of a provider call that every adapter must handle alike.
@@ -131,9 +130,4 @@ type ErrorCase struct {
 	Code         protocol.Code
 	Retryable    bool
 	RetryAfterMs int64
-}
-
-// deploymentOf is the subject's deployment on endpoint, unchanged.
-func (w Wire) deploymentOf(endpoint string) *routing.Deployment {
-	return w.Subject.Deployment(endpoint)
 }

@@ -2,6 +2,10 @@
 // event stores share storetest: an adapter package holds only its wire format, and the
 // rules routing and the engine rely on are checked here for all adapters alike.
 //
+//   - RunConformance: the whole suite against a Wire, the adapter's fake upstream that
+//     answers each Scenario with the provider's documented bytes (conformance.go lists
+//     the scenarios and what each expects; suite.go runs them). It includes the two
+//     checks below.
 //   - CheckEncodeAgreement: the adapter's engine.EncodeCheck admits a request exactly
 //     when Execute sends it upstream, and a refusal is the same error Execute returns
 //     wrapped by engine.NotSent, with nothing sent (spec/routing.md, "Eligibility").

@@ -155,7 +155,7 @@ func (u *upstream) requests() []captured {
 // only with the attempt).
 func (w Wire) execute(t *testing.T, u *upstream, body string, ctxFor func(context.Context) (context.Context, func())) attempt {
 	t.Helper()
-	d := w.deploymentOf(u.srv.URL)
+	d := w.Subject.Deployment(u.srv.URL)
 	a, err := w.Subject.New(d, u.srv.Client())
 	if err != nil {
 		t.Fatalf("New: %v", err)
