@@ -132,6 +132,16 @@ type config struct {
 	waitReplicas int
 	waitTimeout  time.Duration
 	clientOpts   []func(*goredis.Options)
+	// sequential turns the append pipeline off (WithSequentialAppends).
+	sequential bool
+}
+
+// WithSequentialAppends sends every append on its own round trip instead of pipelining
+// the appends of concurrent executions together (the default; see appendPipeline). It
+// exists for comparison — the store's benchmarks measure both — and for a proxy in
+// front of Redis that does not accept pipelines.
+func WithSequentialAppends() Option {
+	return func(c *config) { c.sequential = true }
 }
 
 // WithKeyPrefix sets the prefix of every key and channel (default DefaultKeyPrefix), so
@@ -190,6 +200,8 @@ type Store struct {
 	retentionMS string
 	orphanMS    string
 	hub         *hub
+	// appends pipelines non-terminal appends; nil with WithSequentialAppends.
+	appends *appendPipeline
 
 	waitReplicas    int
 	waitTimeout     time.Duration
@@ -256,6 +268,9 @@ func newStore(client goredis.UniversalClient, c config) (*Store, error) {
 		closed:       make(chan struct{}),
 	}
 	s.hub = newHub(client, s.closed)
+	if !c.sequential {
+		s.appends = newAppendPipeline(client, s.closed)
+	}
 	return s, nil
 }
 
@@ -379,9 +394,12 @@ func (s *Store) Append(ctx context.Context, fence eventstore.Fence, ev protocol.
 	keys := []string{s.metaKey(id), s.streamKey(id), s.keysKey(id)}
 	var code int64
 	var err error
-	if ev.Type.Terminal() {
+	switch {
+	case ev.Type.Terminal():
 		code, err = s.appendTerminal(ctx, keys, args)
-	} else {
+	case s.appends != nil:
+		code, err = s.appends.run(ctx, keys, args)
+	default:
 		code, err = appendScript.Run(ctx, s.client, keys, args...).Int64()
 	}
 	switch {

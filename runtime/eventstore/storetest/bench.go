@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -310,4 +311,46 @@ func deltaExecution(id string, n, textBytes int) []protocol.Event {
 	}
 	usage := []protocol.Usage{{Unit: protocol.UnitOutputTokens, Quantity: float64(len(deltas)), Source: protocol.SourceProvider}}
 	return textExecution(id, deltas, usage, time.Microsecond)
+}
+
+// BenchmarkConcurrentAppend measures Append under load: goroutines (parallelism × GOMAXPROCS
+// of them) each append output.delta events to an execution of their own, as the engine
+// does for concurrent executions, one event at a time. ns/op is wall time per append
+// across all goroutines, so its inverse is the store's append throughput. Every 200
+// events a goroutine ends its execution (timed: a terminal append is part of the load)
+// and starts another.
+func BenchmarkConcurrentAppend(b *testing.B, s eventstore.Store, parallelism int) {
+	ctx := context.Background()
+	const perExecution = 200
+	var next atomic.Int64
+	delta := CompletedExecution("")[2]
+	b.ReportAllocs()
+	b.SetParallelism(parallelism)
+	b.RunParallel(func(pb *testing.PB) {
+		var id string
+		seq := uint64(0)
+		for pb.Next() {
+			if id == "" || seq == perExecution {
+				if id != "" {
+					end := protocol.Event{ExecutionID: id, Sequence: seq + 1, Type: protocol.EventCompleted, Data: json.RawMessage(`{}`)}
+					if err := s.Append(ctx, eventstore.NoFence, end); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+				id, seq = fmt.Sprintf("exe_bench_c%d", next.Add(1)), 0
+				if _, err := s.Create(ctx, eventstore.Record{ID: id}, "", 0); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+			seq++
+			ev := delta
+			ev.ExecutionID, ev.Sequence = id, seq
+			if err := s.Append(ctx, eventstore.NoFence, ev); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
 }
