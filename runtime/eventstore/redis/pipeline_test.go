@@ -38,7 +38,7 @@ func TestConcurrentAppendsShareNothingButPipelines(t *testing.T) {
 					stale := evs[1]
 					stale.Data = []byte(`{"attempt":9,"deployment":"ai/other","provider":"openai","model":"x"}`)
 					if err := s.Append(ctx, eventstore.NoFence, stale); !errors.Is(err, eventstore.ErrSequence) {
-						errs <- fmt.Errorf("%s: a stale append got %v, want ErrSequence", id, err)
+						errs <- fmt.Errorf("%s: a stale append got %w, want ErrSequence", id, err)
 						return
 					}
 				}
