@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -358,21 +359,16 @@ func appendBlock(msgs []message, role string, b contentBlock) []message {
 // each group's order: the API requires tool results to open the turn that answers a
 // tool use, and a merged turn may have had text first.
 func toolResultsFirst(blocks []contentBlock) {
-	out := make([]contentBlock, 0, len(blocks))
-	for _, b := range blocks {
-		if b.Type == "tool_result" {
-			out = append(out, b)
-		}
+	// A stable sort on "is a result" keeps each group's order.
+	slices.SortStableFunc(blocks, func(a, b contentBlock) int { return resultRank(b) - resultRank(a) })
+}
+
+// resultRank sorts tool results before everything else.
+func resultRank(b contentBlock) int {
+	if b.Type == "tool_result" {
+		return 1
 	}
-	if len(out) == 0 || len(out) == len(blocks) {
-		return
-	}
-	for _, b := range blocks {
-		if b.Type != "tool_result" {
-			out = append(out, b)
-		}
-	}
-	copy(blocks, out)
+	return 0
 }
 
 // applyExtensions reads the documented anthropic.* extensions into mr. Other keys —

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/switchboard-dev/switchboard/runtime/engine"
@@ -484,21 +485,16 @@ func appendBlock(msgs []message, role string, b contentBlock) []message {
 // each group's order: models behind Converse (Anthropic's among them) want the results
 // to open the turn that answers a tool use, and a merged turn may have had text first.
 func toolResultsFirst(blocks []contentBlock) {
-	out := make([]contentBlock, 0, len(blocks))
-	for _, b := range blocks {
-		if b.ToolResult != nil {
-			out = append(out, b)
-		}
+	// A stable sort on "is a result" keeps each group's order.
+	slices.SortStableFunc(blocks, func(a, b contentBlock) int { return resultRank(b) - resultRank(a) })
+}
+
+// resultRank sorts tool results before everything else.
+func resultRank(b contentBlock) int {
+	if b.ToolResult != nil {
+		return 1
 	}
-	if len(out) == 0 || len(out) == len(blocks) {
-		return
-	}
-	for _, b := range blocks {
-		if b.ToolResult == nil {
-			out = append(out, b)
-		}
-	}
-	copy(blocks, out)
+	return 0
 }
 
 // Extension keys read by the adapter (README.md lists them with their Converse fields),

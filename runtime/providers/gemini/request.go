@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"net/url"
+	"slices"
 	"strings"
 
 	"github.com/switchboard-dev/switchboard/runtime/engine"
@@ -451,21 +452,16 @@ func appendPart(contents []content, role string, pt part) []content {
 // keeping each group's order: the turn that answers a function call must answer it
 // first, and a merged turn may have had text before the results.
 func functionResponsesFirst(parts []part) {
-	out := make([]part, 0, len(parts))
-	for _, p := range parts {
-		if p.FunctionResponse != nil {
-			out = append(out, p)
-		}
+	// A stable sort on "is a result" keeps each group's order.
+	slices.SortStableFunc(parts, func(a, b part) int { return resultRank(b) - resultRank(a) })
+}
+
+// resultRank sorts tool results before everything else.
+func resultRank(b part) int {
+	if b.FunctionResponse != nil {
+		return 1
 	}
-	if len(out) == 0 || len(out) == len(parts) {
-		return
-	}
-	for _, p := range parts {
-		if p.FunctionResponse == nil {
-			out = append(out, p)
-		}
-	}
-	copy(parts, out)
+	return 0
 }
 
 // argumentsObject parses a tool_call's arguments, which the API needs as an object
