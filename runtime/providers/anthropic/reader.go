@@ -3,7 +3,6 @@ package anthropic
 import (
 	"encoding/json"
 	"fmt"
-	"math"
 
 	"github.com/go-logr/logr"
 
@@ -64,8 +63,8 @@ func (r *reader) text(s string) error {
 }
 
 // reportUsage records the attempt's single usage.reported, if the provider reported any.
-func (r *reader) reportUsage(u *usage) error {
-	entries := u.entries()
+func (r *reader) reportUsage(u providerhttp.Tokens) error {
+	entries := u.Entries()
 	if len(entries) == 0 {
 		return nil
 	}
@@ -106,40 +105,11 @@ type usage struct {
 	CacheReadInputTokens     *float64 `json:"cache_read_input_tokens"`
 }
 
-// merge takes every field o reports.
-func (u *usage) merge(o *usage) {
-	if o == nil {
-		return
+// tokens is u in the protocol's units; nil reports nothing.
+func (u *usage) tokens() providerhttp.Tokens {
+	if u == nil {
+		return providerhttp.Tokens{}
 	}
-	for _, f := range []struct{ dst, src **float64 }{
-		{&u.InputTokens, &o.InputTokens},
-		{&u.OutputTokens, &o.OutputTokens},
-		{&u.CacheCreationInputTokens, &o.CacheCreationInputTokens},
-		{&u.CacheReadInputTokens, &o.CacheReadInputTokens},
-	} {
-		if *f.src != nil {
-			*f.dst = *f.src
-		}
-	}
-}
-
-// entries lists the reported fields as usage entries, in a fixed order. Fields the
-// provider did not report are left out rather than reported as zero, and values that are
-// not finite counts are dropped (the engine would drop them too).
-func (u *usage) entries() []protocol.Usage {
-	var out []protocol.Usage
-	for _, f := range []struct {
-		unit string
-		v    *float64
-	}{
-		{protocol.UnitInputTokens, u.InputTokens},
-		{protocol.UnitOutputTokens, u.OutputTokens},
-		{protocol.UnitCacheReadTokens, u.CacheReadInputTokens},
-		{protocol.UnitCacheWriteTokens, u.CacheCreationInputTokens},
-	} {
-		if f.v != nil && !math.IsNaN(*f.v) && !math.IsInf(*f.v, 0) && *f.v >= 0 {
-			out = append(out, protocol.Usage{Unit: f.unit, Quantity: *f.v, Source: protocol.SourceProvider})
-		}
-	}
-	return out
+	return providerhttp.Tokens{Input: u.InputTokens, Output: u.OutputTokens,
+		CacheRead: u.CacheReadInputTokens, CacheWrite: u.CacheCreationInputTokens}
 }

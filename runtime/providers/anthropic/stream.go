@@ -56,7 +56,7 @@ type block struct {
 type streamState struct {
 	blocks     map[int]*block
 	calls      int // tool calls started, for tool.call.started's index
-	usage      usage
+	usage      providerhttp.Tokens
 	stopReason string
 }
 
@@ -82,7 +82,7 @@ func (r *reader) readStream(ctx context.Context, body io.Reader) (engine.Outcome
 			break
 		}
 	}
-	if err := r.reportUsage(&st.usage); err != nil {
+	if err := r.reportUsage(st.usage); err != nil {
 		return engine.Outcome{}, err
 	}
 	return r.finish(st.stopReason)
@@ -130,7 +130,7 @@ func (r *reader) handle(st *streamState, ev sse.Event) (done bool, err error) {
 	case "message_start":
 		if e.Message != nil {
 			r.answeredBy(e.Message.Model)
-			st.usage.merge(e.Message.Usage)
+			st.usage.Merge(e.Message.Usage.tokens())
 		}
 	case "content_block_start":
 		return false, r.blockStart(st, e.Index, e.ContentBlock)
@@ -142,7 +142,7 @@ func (r *reader) handle(st *streamState, ev sse.Event) (done bool, err error) {
 		if e.Delta != nil && e.Delta.StopReason != nil {
 			st.stopReason = *e.Delta.StopReason
 		}
-		st.usage.merge(e.Usage) // cumulative: the latest value of each field wins
+		st.usage.Merge(e.Usage.tokens()) // cumulative: the latest value of each field wins
 	case "message_stop":
 		return true, nil
 	case "error":

@@ -79,9 +79,7 @@ func (r *reader) readMessage(ctx context.Context, body io.Reader) (engine.Outcom
 			return engine.Outcome{}, err
 		}
 	}
-	var u usage
-	u.merge(m.Usage)
-	if err := r.reportUsage(&u); err != nil {
+	if err := r.reportUsage(m.Usage.tokens()); err != nil {
 		return engine.Outcome{}, err
 	}
 	return r.finish(m.StopReason)

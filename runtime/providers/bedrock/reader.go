@@ -2,7 +2,6 @@ package bedrock
 
 import (
 	"fmt"
-	"math"
 
 	"github.com/go-logr/logr"
 
@@ -67,8 +66,8 @@ func (r *reader) toolStarted(index int, id, name string) error {
 }
 
 // reportUsage records the attempt's single usage.reported, if the provider reported any.
-func (r *reader) reportUsage(u *usage) error {
-	entries := u.entries()
+func (r *reader) reportUsage(u providerhttp.Tokens) error {
+	entries := u.Entries()
 	if len(entries) == 0 {
 		return nil
 	}
@@ -99,40 +98,12 @@ type usage struct {
 	CacheWriteInputTokens *float64 `json:"cacheWriteInputTokens"`
 }
 
-// merge takes every field o reports.
-func (u *usage) merge(o *usage) {
-	if o == nil {
-		return
+// tokens is u in the protocol's units (totalTokens, their sum, is not reported); nil
+// reports nothing.
+func (u *usage) tokens() providerhttp.Tokens {
+	if u == nil {
+		return providerhttp.Tokens{}
 	}
-	for _, f := range []struct{ dst, src **float64 }{
-		{&u.InputTokens, &o.InputTokens},
-		{&u.OutputTokens, &o.OutputTokens},
-		{&u.CacheReadInputTokens, &o.CacheReadInputTokens},
-		{&u.CacheWriteInputTokens, &o.CacheWriteInputTokens},
-	} {
-		if *f.src != nil {
-			*f.dst = *f.src
-		}
-	}
-}
-
-// entries lists the reported fields as usage entries, in a fixed order; totalTokens is
-// their sum and is not reported. Values that are not finite counts are dropped (the
-// engine would drop them too).
-func (u *usage) entries() []protocol.Usage {
-	var out []protocol.Usage
-	for _, f := range []struct {
-		unit string
-		v    *float64
-	}{
-		{protocol.UnitInputTokens, u.InputTokens},
-		{protocol.UnitOutputTokens, u.OutputTokens},
-		{protocol.UnitCacheReadTokens, u.CacheReadInputTokens},
-		{protocol.UnitCacheWriteTokens, u.CacheWriteInputTokens},
-	} {
-		if f.v != nil && !math.IsNaN(*f.v) && !math.IsInf(*f.v, 0) && *f.v >= 0 {
-			out = append(out, protocol.Usage{Unit: f.unit, Quantity: *f.v, Source: protocol.SourceProvider})
-		}
-	}
-	return out
+	return providerhttp.Tokens{Input: u.InputTokens, Output: u.OutputTokens,
+		CacheRead: u.CacheReadInputTokens, CacheWrite: u.CacheWriteInputTokens}
 }

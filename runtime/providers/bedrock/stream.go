@@ -135,7 +135,7 @@ type toolBlock struct {
 type streamState struct {
 	tools      map[int]*toolBlock // by contentBlockIndex
 	order      []*toolBlock       // in start order
-	usage      usage
+	usage      providerhttp.Tokens
 	stopReason string
 	stopped    bool // messageStop arrived
 }
@@ -186,7 +186,7 @@ func (r *reader) readStream(ctx context.Context, body io.Reader, stop func()) (e
 			stop = nil // armed once
 		}
 	}
-	if err := r.reportUsage(&st.usage); err != nil {
+	if err := r.reportUsage(st.usage); err != nil {
 		return engine.Outcome{}, err
 	}
 	return r.finish(st.stopReason)
@@ -251,7 +251,7 @@ func (r *reader) handle(st *streamState, m *eventstream.Message) error {
 		}
 		st.stopReason, st.stopped = e.StopReason, true
 	case evMetadata:
-		st.usage.merge(e.Usage)
+		st.usage.Merge(e.Usage.tokens())
 	}
 	return nil
 }

@@ -104,23 +104,18 @@ type usageMetadata struct {
 	ThoughtsTokenCount      *float64 `json:"thoughtsTokenCount"`
 }
 
-// entries maps usage to the protocol's units, in a fixed order, for the fields present.
-// Google's counts are disjoint, so they are added up to the totals the other adapters
-// report: input_tokens is the prompt plus tool-use prompt tokens (cached ones included,
-// also reported as cache_read_tokens); output_tokens is the candidates' plus the
-// thinking tokens (also reported as reasoning_tokens), as both are billed as output.
-func (u *usageMetadata) entries() []protocol.Usage {
-	var out []protocol.Usage
-	add := func(unit string, v *float64) {
-		if v != nil && *v >= 0 {
-			out = append(out, protocol.Usage{Unit: unit, Quantity: *v, Source: protocol.SourceProvider})
-		}
+// tokens is u in the protocol's units. Google's counts are disjoint, so they are added
+// up to the totals the OpenAI adapter reports: input_tokens is the prompt plus tool-use
+// prompt tokens (cached ones included, also reported as cache_read_tokens);
+// output_tokens is the candidates' plus the thinking tokens (also reported as
+// reasoning_tokens), as both are billed as output.
+func (u *usageMetadata) tokens() providerhttp.Tokens {
+	return providerhttp.Tokens{
+		Input:     sum(u.PromptTokenCount, u.ToolUsePromptTokenCount),
+		Output:    sum(u.CandidatesTokenCount, u.ThoughtsTokenCount),
+		CacheRead: u.CachedContentTokenCount,
+		Reasoning: u.ThoughtsTokenCount,
 	}
-	add(protocol.UnitInputTokens, sum(u.PromptTokenCount, u.ToolUsePromptTokenCount))
-	add(protocol.UnitOutputTokens, sum(u.CandidatesTokenCount, u.ThoughtsTokenCount))
-	add(protocol.UnitCacheReadTokens, u.CachedContentTokenCount)
-	add(protocol.UnitReasoningTokens, u.ThoughtsTokenCount)
-	return out
 }
 
 // sum adds the counts present; nil when neither is.
@@ -423,7 +418,7 @@ func argsObject(raw json.RawMessage) (string, bool) {
 // identifier, as spec/events.md ("execution.completed") asks.
 func (r *reader) end() (engine.Outcome, error) {
 	if r.usage != nil {
-		if entries := r.usage.entries(); len(entries) > 0 {
+		if entries := r.usage.tokens().Entries(); len(entries) > 0 {
 			if err := r.send(protocol.EventUsageReported, protocol.UsageReportedData{Usage: entries}); err != nil {
 				return engine.Outcome{}, err
 			}

@@ -66,25 +66,18 @@ type usage struct {
 	} `json:"completion_tokens_details"`
 }
 
-// entries maps usage to contract units, in a fixed order, for the fields present. The
-// provider's own totals are kept as they are: input_tokens (prompt_tokens) includes the
-// cache_read_tokens, output_tokens (completion_tokens) the reasoning_tokens.
-func (u *usage) entries() []protocol.Usage {
-	var out []protocol.Usage
-	add := func(unit string, q *float64) {
-		if q != nil {
-			out = append(out, protocol.Usage{Unit: unit, Quantity: *q, Source: protocol.SourceProvider})
-		}
-	}
-	add(protocol.UnitInputTokens, u.PromptTokens)
-	add(protocol.UnitOutputTokens, u.CompletionTokens)
+// tokens is u in the protocol's units. The provider's own totals are kept as they
+// are: input_tokens (prompt_tokens) includes the cache_read_tokens, output_tokens
+// (completion_tokens) the reasoning_tokens.
+func (u *usage) tokens() providerhttp.Tokens {
+	t := providerhttp.Tokens{Input: u.PromptTokens, Output: u.CompletionTokens}
 	if d := u.PromptTokensDetails; d != nil {
-		add(protocol.UnitCacheReadTokens, d.CachedTokens)
+		t.CacheRead = d.CachedTokens
 	}
 	if d := u.CompletionTokensDetails; d != nil {
-		add(protocol.UnitReasoningTokens, d.ReasoningTokens)
+		t.Reasoning = d.ReasoningTokens
 	}
-	return out
+	return t
 }
 
 // reader turns one response into events and an outcome.
@@ -288,7 +281,7 @@ func (r *reader) readCompletion(body io.Reader) (engine.Outcome, error) {
 }
 
 func (r *reader) sendUsage(u *usage) error {
-	if es := u.entries(); len(es) > 0 {
+	if es := u.tokens().Entries(); len(es) > 0 {
 		return r.send(protocol.EventUsageReported, protocol.UsageReportedData{Usage: es})
 	}
 	return nil
