@@ -244,3 +244,20 @@ func BenchmarkFingerprint(b *testing.B) {
 		}
 	}
 }
+
+func TestArgumentsObject(t *testing.T) {
+	for args, want := range map[string]string{
+		"":                       "{}",
+		"  ":                     "{}",
+		` { "city" : "Paris" } `: `{"city":"Paris"}`,
+		"[1]":                    "",
+		`"s"`:                    "",
+		"null":                   "",
+		"{":                      "",
+	} {
+		got, ok := protocol.Part{Type: protocol.PartToolCall, Arguments: args}.ArgumentsObject()
+		if ok != (want != "") || string(got) != want {
+			t.Errorf("ArgumentsObject(%q) = %s, %v; want %q", args, got, ok, want)
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"strings"
 )
 
 // Bounds and defaults of the execution request (spec/http-api.md, "Request"). The strict
@@ -332,3 +333,24 @@ func (c *ToolContent) UnmarshalJSON(b []byte) error {
 	*c = ToolContent{Parts: parts}
 	return nil
 }
+
+// ArgumentsObject returns the Arguments of a tool_call part as a compact JSON object,
+// the form providers that take arguments as structured input want: empty arguments are
+// {}, and anything but a JSON object (an array, a scalar, broken JSON) gives false.
+// Arguments are opaque text in the protocol (they are streamed as fragments), so only
+// an adapter that must send them as an object makes this check.
+func (p Part) ArgumentsObject() (json.RawMessage, bool) {
+	trimmed := strings.TrimSpace(p.Arguments)
+	if trimmed == "" {
+		return json.RawMessage("{}"), true
+	}
+	if trimmed[0] != '{' {
+		return nil, false
+	}
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, []byte(trimmed)); err != nil {
+		return nil, false
+	}
+	return buf.Bytes(), true
+}
+

@@ -6,7 +6,6 @@ import (
 	"math"
 	"slices"
 	"strconv"
-	"strings"
 
 	"github.com/switchboard-dev/switchboard/runtime/engine"
 	"github.com/switchboard-dev/switchboard/runtime/protocol"
@@ -182,7 +181,7 @@ func (m mapper) check(p *protocol.Part) *protocol.Error {
 		if !m.tools {
 			return unsupported(msgToolsNotDeclared)
 		}
-		if _, ok := argumentsObject(p.Arguments); !ok {
+		if _, ok := p.ArgumentsObject(); !ok {
 			return unsupported(msgToolArguments)
 		}
 		return nil
@@ -265,7 +264,7 @@ func buildRequest(r *protocol.Request, model string, caps routing.CapSet, stream
 func turnBlock(p *protocol.Part) (role string, b contentBlock, ok bool) {
 	switch p.Type {
 	case protocol.PartToolCall:
-		input, _ := argumentsObject(p.Arguments)
+		input, _ := p.ArgumentsObject()
 		// The decoder only accepts tool_call from the assistant; it is the model's turn.
 		return roleAssistant, contentBlock{Type: "tool_use", ID: p.CallID, Name: p.Name, Input: input}, true
 	case protocol.PartToolResult:
@@ -327,23 +326,6 @@ func textOf(p *protocol.Part) (contentBlock, bool) {
 		return contentBlock{}, false
 	}
 	return contentBlock{Type: "text", Text: text}, true
-}
-
-// argumentsObject parses a tool_call's arguments, which the API needs as an object. An
-// empty string means no arguments.
-func argumentsObject(args string) (json.RawMessage, bool) {
-	trimmed := strings.TrimSpace(args)
-	if trimmed == "" {
-		return json.RawMessage("{}"), true
-	}
-	if trimmed[0] != '{' || !json.Valid([]byte(trimmed)) {
-		return nil, false
-	}
-	var buf bytes.Buffer
-	if err := json.Compact(&buf, []byte(trimmed)); err != nil {
-		return nil, false
-	}
-	return buf.Bytes(), true
 }
 
 // appendBlock adds b to the last turn when it has the same role, else starts a new turn.

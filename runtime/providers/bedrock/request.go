@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"regexp"
 	"slices"
-	"strings"
 
 	"github.com/switchboard-dev/switchboard/runtime/engine"
 	"github.com/switchboard-dev/switchboard/runtime/protocol"
@@ -277,7 +276,7 @@ func (m mapper) check(p *protocol.Part) *protocol.Error {
 		if !toolUseIDRE.MatchString(p.CallID) {
 			return unsupported(msgCallID)
 		}
-		if _, ok := argumentsObject(p.Arguments); !ok {
+		if _, ok := p.ArgumentsObject(); !ok {
 			return invalid(msgToolArguments)
 		}
 		return nil
@@ -390,7 +389,7 @@ func buildRequest(r *protocol.Request, caps routing.CapSet) (*converseRequest, *
 func turnBlock(p *protocol.Part, names *documentNamer) (contentBlock, bool) {
 	switch p.Type {
 	case protocol.PartToolCall:
-		input, _ := argumentsObject(p.Arguments)
+		input, _ := p.ArgumentsObject()
 		return contentBlock{ToolUse: &toolUseBlock{ToolUseID: p.CallID, Name: p.Name, Input: input}}, true
 	case protocol.PartToolResult:
 		return contentBlock{ToolResult: &toolResult{ToolUseID: p.CallID, Content: toolContent(p.Content, names)}}, true
@@ -453,23 +452,6 @@ func textOf(p *protocol.Part) (string, bool) {
 		}
 	}
 	return text, text != ""
-}
-
-// argumentsObject parses a tool_call's arguments, which Converse needs as an object
-// (toolUse.input). An empty string means no arguments.
-func argumentsObject(args string) (json.RawMessage, bool) {
-	trimmed := strings.TrimSpace(args)
-	if trimmed == "" {
-		return json.RawMessage("{}"), true
-	}
-	if trimmed[0] != '{' {
-		return nil, false
-	}
-	var buf bytes.Buffer
-	if err := json.Compact(&buf, []byte(trimmed)); err != nil {
-		return nil, false
-	}
-	return buf.Bytes(), true
 }
 
 // appendBlock adds b to the last turn when it has the same role, else starts a new turn.

@@ -250,7 +250,7 @@ func (m mapper) check(input []protocol.Part, i int) *protocol.Error {
 		if !m.has(protocol.CapTools) {
 			return unsupported(msgToolsNotDeclared)
 		}
-		if _, ok := argumentsObject(p.Arguments); !ok {
+		if _, ok := p.ArgumentsObject(); !ok {
 			return invalid(msgToolArguments)
 		}
 		return nil
@@ -376,7 +376,7 @@ func turnPart(input []protocol.Part, i int) (role string, pt part, ok bool) {
 	p := &input[i]
 	switch p.Type {
 	case protocol.PartToolCall:
-		args, _ := argumentsObject(p.Arguments)
+		args, _ := p.ArgumentsObject()
 		// The decoder only accepts tool_call from the assistant: it is the model's turn.
 		return roleModel, part{FunctionCall: &functionCall{Name: p.Name, Args: args}}, true
 	case protocol.PartToolResult:
@@ -462,19 +462,6 @@ func resultRank(b part) int {
 		return 1
 	}
 	return 0
-}
-
-// argumentsObject parses a tool_call's arguments, which the API needs as an object
-// (functionCall.args is a Struct). An empty string means no arguments.
-func argumentsObject(args string) (json.RawMessage, bool) {
-	trimmed := strings.TrimSpace(args)
-	if trimmed == "" {
-		return json.RawMessage("{}"), true
-	}
-	if trimmed[0] != '{' || !json.Valid([]byte(trimmed)) {
-		return nil, false
-	}
-	return compact(json.RawMessage(trimmed)), true
 }
 
 // compact removes insignificant whitespace from validated JSON; it keeps the input as
