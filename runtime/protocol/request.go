@@ -353,4 +353,3 @@ func (p Part) ArgumentsObject() (json.RawMessage, bool) {
 	}
 	return buf.Bytes(), true
 }
-
