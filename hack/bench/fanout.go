@@ -298,6 +298,7 @@ type gate struct {
 	addr  string
 	srv   *http.Server
 	proxy *httputil.ReverseProxy
+	log   *log.Logger
 
 	mu    sync.Mutex
 	round *gateRound
@@ -313,11 +314,15 @@ type gateRound struct {
 
 func newGate(upstream string, stderr io.Writer) (*gate, error) {
 	target := &url.URL{Scheme: "http", Host: upstream}
-	g := &gate{proxy: &httputil.ReverseProxy{
+	g := &gate{log: log.New(stderr, "bench: gate: ", 0)}
+	g.proxy = &httputil.ReverseProxy{
 		Rewrite:       func(r *httputil.ProxyRequest) { r.SetURL(target) },
 		FlushInterval: -1,
-		ErrorLog:      log.New(stderr, "bench: gate: ", 0),
-	}}
+		// A transport of its own: nothing else in the process can close its
+		// connections to the demo provider.
+		Transport: newHTTPClient(8).Transport,
+		ErrorLog:  g.log,
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
@@ -350,6 +355,12 @@ func (g *gate) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		}
 	}
 	g.proxy.ServeHTTP(w, req)
+	// The server ends a request's context only after ServeHTTP returns, so an ended
+	// context here means the runtime's side went away during the answer: say why, as
+	// the proxy then cuts the answer short.
+	if err := context.Cause(req.Context()); err != nil {
+		g.log.Printf("the runtime's request ended during the answer: %v", err)
+	}
 }
 
 func (g *gate) close() { _ = g.srv.Close() }
