@@ -12,6 +12,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"os/signal"
 	"strings"
@@ -65,6 +66,7 @@ type options struct {
 	runtimeAddr     string
 	probeAddr       string
 	metricsAddr     string
+	pprofAddr       string
 	leaderElect     bool
 	leaderElectNS   string
 	manifests       string
@@ -104,6 +106,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.runtimeAddr, "runtime-bind-address", ":8080", "Address the execution HTTP API listens on.")
 	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "Address serving /healthz and /readyz.")
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8443", "Address serving Prometheus /metrics; 0 disables it.")
+	fs.StringVar(&o.pprofAddr, "pprof-bind-address", "0", "Address serving Go's profiles at /debug/pprof/ (net/http/pprof), unauthenticated: bind it to loopback, e.g. 127.0.0.1:6060; 0 disables it.")
 	fs.BoolVar(&o.leaderElect, "leader-elect", false, "Elect a leader among replicas; only the leader writes status.")
 	fs.StringVar(&o.leaderElectNS, "leader-election-namespace", "", "Namespace of the leader-election Lease. Default: $POD_NAMESPACE, else the kubeconfig context's namespace, else the pod's own namespace.")
 	fs.StringVar(&o.manifests, "manifests", "", "Standalone mode: read ModelDeployment, CapabilityPolicy and Secret manifests from this folder instead of a cluster, and apply changes to it.")
@@ -475,6 +478,7 @@ func runInCluster(ctx context.Context, o *options, cfg *rest.Config, registry *r
 		Scheme:                 scheme,
 		Metrics:                metrics,
 		HealthProbeBindAddress: o.probeAddr,
+		PprofBindAddress:       o.pprofAddr,
 		LeaderElection:         o.leaderElect,
 		LeaderElectionID:       "switchboard.ai.switchboard.dev",
 	}
@@ -525,11 +529,26 @@ func runStandalone(ctx context.Context, o *options, registry *routing.Registry, 
 		metrics.Handle("/metrics", promhttp.HandlerFor(ctrlmetrics.Registry, promhttp.HandlerOpts{}))
 		servers = append(servers, newHTTPServer(o, o.metricsAddr, metrics))
 	}
+	if o.pprofAddr != "0" && o.pprofAddr != "" {
+		servers = append(servers, newHTTPServer(o, o.pprofAddr, pprofHandler()))
+	}
 	for _, srv := range servers {
 		g.Go(func() error { return serve(ctx, srv) })
 	}
 	log.Info("Starting switchboard in standalone mode", "manifests", o.manifests, "runtime", o.runtimeAddr)
 	return g.Wait()
+}
+
+// pprofHandler serves net/http/pprof's handlers under /debug/pprof/, as
+// controller-runtime's manager does for --pprof-bind-address in cluster mode.
+func pprofHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	return mux
 }
 
 // Connection hygiene (spec/http-api.md, "Connections"): request headers within

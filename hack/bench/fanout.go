@@ -37,6 +37,7 @@ func runFanout(ctx context.Context, args []string, stdout, stderr io.Writer) (er
 	cf.register(fs)
 	subs := fs.String("subscribers", "1,100,1000", "subscriber counts, comma-separated")
 	chunks := fs.Int("chunks", 2000, "output.delta events of the execution")
+	delay := fs.Duration("delay", 0, "upstream delay before each delta (0: the whole answer at once, which measures delivery throughput; a token pace such as 20ms measures the latency of each delivery)")
 	settle := fs.Duration("settle", time.Second, "wait before reading RSS and goroutines, before and after the subscribers connect")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -45,8 +46,8 @@ func runFanout(ctx context.Context, args []string, stdout, stderr io.Writer) (er
 	if err != nil {
 		return fmt.Errorf("-subscribers: %w", err)
 	}
-	if *chunks < 1 || *settle < 0 {
-		return errors.New("-chunks must be positive, -settle not negative")
+	if *chunks < 1 || *settle < 0 || *delay < 0 {
+		return errors.New("-chunks must be positive, -settle and -delay not negative")
 	}
 	// One connection per subscriber on each side: the runtime inherits the limit.
 	if err := raiseFileLimit(2*uint64(slices.Max(counts)) + 256); err != nil {
@@ -58,7 +59,7 @@ func runFanout(ctx context.Context, args []string, stdout, stderr io.Writer) (er
 		return err
 	}
 	defer s.close(&err)
-	provider, err := s.startDemoProvider(*chunks)
+	provider, err := s.startDemoProvider(*chunks, *delay)
 	if err != nil {
 		return err
 	}
@@ -69,7 +70,7 @@ func runFanout(ctx context.Context, args []string, stdout, stderr io.Writer) (er
 	defer g.close()
 	text := promptText(2 * *chunks)
 
-	fmt.Fprintf(stdout, "fanout: one execution of %d output.delta events (upstream delay 0), streamed to N subscribers connected before the output starts\n", *chunks)
+	fmt.Fprintf(stdout, "fanout: one execution of %d output.delta events (upstream delay %s), streamed to N subscribers connected before the output starts\n", *chunks, *delay)
 	fmt.Fprintln(stdout, "  lag: event timestamp (recorded by the runtime) → received by a subscriber, over every delivery of an event recorded after the subscribers connected")
 	fmt.Fprintln(stdout, "  idle: RSS / goroutines (go_goroutines of /metrics) with all N streams open and no event flowing, minus the same before subscribing")
 	fmt.Fprintln(stdout)

@@ -44,7 +44,7 @@ func runOverhead(ctx context.Context, args []string, stdout, stderr io.Writer) (
 		return err
 	}
 	defer s.close(&err)
-	provider, err := s.startDemoProvider(*chunks)
+	provider, err := s.startDemoProvider(*chunks, 0)
 	if err != nil {
 		return err
 	}

@@ -219,9 +219,9 @@ func (p *proc) failure(format string, args ...any) error {
 
 // startDemoProvider starts the demo provider streaming every answer in chunks pieces
 // with no delay, and returns its address.
-func (s *session) startDemoProvider(chunks int) (string, error) {
+func (s *session) startDemoProvider(chunks int, delay time.Duration) (string, error) {
 	p, err := s.start("demoprovider", s.demoprovider, "--addr", "127.0.0.1:0", "--quiet",
-		"--delay", "0", "--chunks", fmt.Sprint(chunks), "--api-key", benchKey)
+		"--delay", delay.String(), "--chunks", fmt.Sprint(chunks), "--api-key", benchKey)
 	if err != nil {
 		return "", err
 	}

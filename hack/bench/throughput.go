@@ -45,7 +45,7 @@ func runThroughput(ctx context.Context, args []string, stdout, stderr io.Writer)
 		return err
 	}
 	defer s.close(&err)
-	provider, err := s.startDemoProvider(*chunks)
+	provider, err := s.startDemoProvider(*chunks, 0)
 	if err != nil {
 		return err
 	}
