@@ -617,3 +617,44 @@ func FuzzDecodeDelta(f *testing.F) {
 		}
 	})
 }
+
+// FuzzUnmarshalData: the folds' decoding accepts and refuses exactly what encoding/json
+// does, into every payload type a fold decodes, and yields the same values.
+func FuzzUnmarshalData(f *testing.F) {
+	for _, s := range []string{
+		`{"index":0,"type":"text","text":"hello"}`,
+		`{"Index":1,"TEXT":"x","text":"y"}`,
+		`{"call_id":"c1","index":0,"name":"f"}`,
+		`{"call_id":"c1","delta":"{\"a\":"}`,
+		`{"result":{"k":[1,2]},"artifacts":[{"uri":"https://x/y.png","media_type":"image/png"}]}`,
+		`{"usage":[{"unit":"input_tokens","quantity":12,"source":"provider"},{"unit":"x","quantity":1.5e3}]}`,
+		`{"deployment":"team/gpt","provider":"openai","model":"m","attempt":1}`,
+		`{"finish_reason":"stop"}`,
+		`{"error":{"code":"rate_limited","message":"slow down","retryable":true,"retry_after_ms":1000}}`,
+		"{\"text\":\"\xff\xfe\",\"finish_reason\":\"\xc3(\"}",
+		`{"usage":null,"result":null,"error":null}`,
+		`{"index":"1"}`, `{"quantity":true}`, `{"usage":{}}`, `[]`, `null`, `{`, ``, `{"a":1} {}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		check := func(got, want any) {
+			t.Helper()
+			gotErr, wantErr := UnmarshalData(data, got), json.Unmarshal(data, want)
+			if (gotErr == nil) != (wantErr == nil) {
+				t.Fatalf("%q into %T: UnmarshalData error %v, encoding/json error %v", data, got, gotErr, wantErr)
+			}
+			if wantErr == nil && !cmp.Equal(got, want) {
+				t.Fatalf("%q into %T: %s", data, got, cmp.Diff(want, got))
+			}
+		}
+		check(&OutputDeltaData{}, &OutputDeltaData{})
+		check(&ToolCallStartedData{}, &ToolCallStartedData{})
+		check(&ToolCallArgsDeltaData{}, &ToolCallArgsDeltaData{})
+		check(&OutputResultData{}, &OutputResultData{})
+		check(&UsageReportedData{}, &UsageReportedData{})
+		check(&RouteSelectedData{}, &RouteSelectedData{})
+		check(&CompletedData{}, &CompletedData{})
+		check(&FailedData{}, &FailedData{})
+	})
+}

@@ -236,7 +236,7 @@ func (s *Store) Append(_ context.Context, fence eventstore.Fence, ev protocol.Ev
 	var route *protocol.RouteStatus
 	if ev.Type == protocol.EventRouteSelected {
 		var d protocol.RouteSelectedData
-		if err := json.Unmarshal(ev.Data, &d); err != nil {
+		if err := protocol.UnmarshalData(ev.Data, &d); err != nil {
 			return invalidData(ev, err)
 		}
 		route = &protocol.RouteStatus{Deployment: d.Deployment, Provider: d.Provider, Model: d.Model}

@@ -29,7 +29,7 @@ const (
 
 // foldArgs returns appendScript's fold arguments for ev: the execution's state after it,
 // the operation and its operands. It decodes ev.Data exactly as protocol.Snapshot.Apply
-// does (the same types, the same json.Unmarshal), so the store refuses precisely the
+// does (the same types, protocol.UnmarshalData), so the store refuses precisely the
 // events Apply would reject, and what it folds is what Apply folds.
 func foldArgs(ev protocol.Event) (args []any, err error) {
 	args = append(make([]any, 0, 5), string(protocol.StatusAfter(ev.Type)))
@@ -37,7 +37,7 @@ func foldArgs(ev protocol.Event) (args []any, err error) {
 	switch ev.Type {
 	case protocol.EventOutputDelta:
 		var d protocol.OutputDeltaData
-		if err := json.Unmarshal(ev.Data, &d); err != nil {
+		if err := protocol.UnmarshalData(ev.Data, &d); err != nil {
 			return nil, err
 		}
 		if d.Type == "" {
@@ -46,19 +46,19 @@ func foldArgs(ev protocol.Event) (args []any, err error) {
 		return append(args, opText, strconv.Itoa(d.Index), d.Type, d.Text), nil
 	case protocol.EventToolCallStarted:
 		var d protocol.ToolCallStartedData
-		if err := json.Unmarshal(ev.Data, &d); err != nil {
+		if err := protocol.UnmarshalData(ev.Data, &d); err != nil {
 			return nil, err
 		}
 		return append(args, opStart, d.CallID, strconv.Itoa(d.Index), d.Name), nil
 	case protocol.EventToolCallArgsDelta:
 		var d protocol.ToolCallArgsDeltaData
-		if err := json.Unmarshal(ev.Data, &d); err != nil {
+		if err := protocol.UnmarshalData(ev.Data, &d); err != nil {
 			return nil, err
 		}
 		return append(args, opArgs, d.CallID, d.Delta), nil
 	case protocol.EventOutputResult:
 		var d protocol.OutputResultData
-		if err := json.Unmarshal(ev.Data, &d); err != nil {
+		if err := protocol.UnmarshalData(ev.Data, &d); err != nil {
 			return nil, err
 		}
 		artifacts, err := jsonList(d.Artifacts)
@@ -68,7 +68,7 @@ func foldArgs(ev protocol.Event) (args []any, err error) {
 		return append(args, opResult, []byte(d.Result), artifacts), nil
 	case protocol.EventUsageReported:
 		var d protocol.UsageReportedData
-		if err := json.Unmarshal(ev.Data, &d); err != nil {
+		if err := protocol.UnmarshalData(ev.Data, &d); err != nil {
 			return nil, err
 		}
 		usage, err := jsonList(d.Usage)
@@ -78,7 +78,7 @@ func foldArgs(ev protocol.Event) (args []any, err error) {
 		return append(args, opUsage, usage), nil
 	case protocol.EventRouteSelected:
 		var d protocol.RouteSelectedData
-		if err := json.Unmarshal(ev.Data, &d); err != nil {
+		if err := protocol.UnmarshalData(ev.Data, &d); err != nil {
 			return nil, err
 		}
 		route, err := json.Marshal(protocol.RouteStatus{Deployment: d.Deployment, Provider: d.Provider, Model: d.Model})
@@ -88,13 +88,13 @@ func foldArgs(ev protocol.Event) (args []any, err error) {
 		return append(args, opRoute, route), nil
 	case protocol.EventCompleted:
 		var d protocol.CompletedData
-		if err := json.Unmarshal(ev.Data, &d); err != nil {
+		if err := protocol.UnmarshalData(ev.Data, &d); err != nil {
 			return nil, err
 		}
 		return append(args, opCompleted, d.FinishReason), nil
 	case protocol.EventFailed:
 		var d protocol.FailedData
-		if err := json.Unmarshal(ev.Data, &d); err != nil {
+		if err := protocol.UnmarshalData(ev.Data, &d); err != nil {
 			return nil, err
 		}
 		var failure []byte

@@ -2,7 +2,6 @@ package anthropic
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"io"
 
@@ -116,7 +115,7 @@ var handled = map[string]bool{
 // handle applies one event. done is true at message_stop.
 func (r *reader) handle(st *streamState, ev sse.Event) (done bool, err error) {
 	var e streamEvent
-	if err := json.Unmarshal([]byte(ev.Data), &e); err != nil {
+	if err := providerhttp.DecodeChunk([]byte(ev.Data), &e); err != nil {
 		if !handled[ev.Type] {
 			return false, nil // an event this adapter does not act on need not parse
 		}

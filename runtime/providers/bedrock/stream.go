@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"hash/crc32"
 	"io"
@@ -230,7 +229,7 @@ func (r *reader) handle(st *streamState, m *eventstream.Message) error {
 		return nil
 	}
 	var e streamEvent
-	if err := json.Unmarshal(m.Payload, &e); err != nil {
+	if err := providerhttp.DecodeChunk(m.Payload, &e); err != nil {
 		return r.malformed(typ + " event")
 	}
 	if st.stopped && typ != evMetadata {

@@ -196,7 +196,7 @@ func (r *reader) readStream(ctx context.Context, body io.Reader, stop func()) (e
 			continue // Google sends only data frames; anything else carries nothing
 		}
 		chunk = generateResponse{}
-		if err := json.Unmarshal([]byte(ev.Data), &chunk); err != nil {
+		if err := providerhttp.DecodeChunk([]byte(ev.Data), &chunk); err != nil {
 			return engine.Outcome{}, r.malformed("stream chunk")
 		}
 		if err := r.apply(&chunk); err != nil {

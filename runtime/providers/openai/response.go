@@ -361,7 +361,7 @@ func (r *reader) readStream(body io.Reader) (engine.Outcome, error) {
 		choices := c.Choices[:cap(c.Choices)]
 		clear(choices)
 		c = chunk{Choices: choices[:0]}
-		if err := json.Unmarshal([]byte(ev.Data), &c); err != nil {
+		if err := providerhttp.DecodeChunk([]byte(ev.Data), &c); err != nil {
 			return engine.Outcome{}, r.a.fail(r.malformed())
 		}
 		if ae, ok := errorObject(c.Error); ok {
