@@ -2,7 +2,6 @@ package client
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -102,8 +101,8 @@ func (s *Stream) Next() bool {
 		s.err = s.endError(err)
 		return false
 	}
-	var ev protocol.Event
-	if err := json.Unmarshal([]byte(fr.Data), &ev); err != nil {
+	ev, err := protocol.DecodeEvent([]byte(fr.Data))
+	if err != nil {
 		s.err = fmt.Errorf("client: decode event after sequence %d: %w", s.last, err)
 		return false
 	}

@@ -190,8 +190,8 @@ func StatusAfter(t EventType) Status {
 func (s *Snapshot) applyData(ev Event) error {
 	switch ev.Type {
 	case EventOutputDelta:
-		var d OutputDeltaData
-		if err := UnmarshalData(ev.Data, &d); err != nil {
+		d, err := DecodeDelta(ev.Data)
+		if err != nil {
 			return err
 		}
 		s.appendText(d)
@@ -398,6 +398,25 @@ func UnmarshalData(data []byte, v any) error {
 		}
 	}
 	return jsonv1.Unmarshal(data, v)
+}
+
+// DecodeEvent decodes one event envelope — an SSE frame's data, an element of a polled
+// page — with UnmarshalData's rules and speed: a client decodes one per frame.
+func DecodeEvent(data []byte) (Event, error) {
+	var ev Event
+	err := jsonv1.Unmarshal(data, &ev)
+	return ev, err
+}
+
+// DecodeDelta is UnmarshalData for output.delta, the most frequent event, returning the
+// value: a fold that decodes it this way allocates nothing for its usual form.
+func DecodeDelta(data []byte) (OutputDeltaData, error) {
+	if d, ok := decodeDelta(data); ok {
+		return d, nil
+	}
+	var d OutputDeltaData // escapes to the heap, on this path only
+	err := jsonv1.Unmarshal(data, &d)
+	return d, err
 }
 
 // decodeDelta decodes output.delta data in its usual form — the object the engine

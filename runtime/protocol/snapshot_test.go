@@ -618,8 +618,9 @@ func FuzzDecodeDelta(f *testing.F) {
 	})
 }
 
-// FuzzUnmarshalData: the folds' decoding accepts and refuses exactly what encoding/json
-// does, into every payload type a fold decodes, and yields the same values.
+// FuzzUnmarshalData: the folds' and clients' decoding accepts and refuses exactly what
+// encoding/json does, into every payload type a fold decodes and the event envelope, and
+// yields the same values.
 func FuzzUnmarshalData(f *testing.F) {
 	for _, s := range []string{
 		`{"index":0,"type":"text","text":"hello"}`,
@@ -633,6 +634,9 @@ func FuzzUnmarshalData(f *testing.F) {
 		`{"error":{"code":"rate_limited","message":"slow down","retryable":true,"retry_after_ms":1000}}`,
 		"{\"text\":\"\xff\xfe\",\"finish_reason\":\"\xc3(\"}",
 		`{"usage":null,"result":null,"error":null}`,
+		`{"execution_id":"exe_1","sequence":3,"timestamp":"2026-12-03T10:00:00.123456789Z","type":"output.delta","data":{"index":0,"text":"hi"}}`,
+		`{"execution_id":"exe_1","sequence":1,"timestamp":"2026-12-03T10:00:00+02:00","type":"execution.accepted","data":{}}`,
+		`{"sequence":-1}`, `{"timestamp":"yesterday"}`, `{"data":nul}`,
 		`{"index":"1"}`, `{"quantity":true}`, `{"usage":{}}`, `[]`, `null`, `{`, ``, `{"a":1} {}`,
 	} {
 		f.Add([]byte(s))
@@ -656,5 +660,13 @@ func FuzzUnmarshalData(f *testing.F) {
 		check(&RouteSelectedData{}, &RouteSelectedData{})
 		check(&CompletedData{}, &CompletedData{})
 		check(&FailedData{}, &FailedData{})
+		check(&Event{}, &Event{})
+		if ev, err := DecodeEvent(data); err == nil {
+			var want Event
+			_ = json.Unmarshal(data, &want)
+			if !cmp.Equal(ev, want) {
+				t.Fatalf("DecodeEvent(%q): %s", data, cmp.Diff(want, ev))
+			}
+		}
 	})
 }

@@ -36,8 +36,8 @@ func foldArgs(ev protocol.Event) (args []any, err error) {
 
 	switch ev.Type {
 	case protocol.EventOutputDelta:
-		var d protocol.OutputDeltaData
-		if err := protocol.UnmarshalData(ev.Data, &d); err != nil {
+		d, err := protocol.DecodeDelta(ev.Data)
+		if err != nil {
 			return nil, err
 		}
 		if d.Type == "" {

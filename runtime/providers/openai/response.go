@@ -297,16 +297,18 @@ func errorObject(raw json.RawMessage) (*apiError, bool) {
 	return ae, true
 }
 
-// chunk is one streamed chat.completion.chunk, or an in-stream error object.
+// chunk is one streamed chat.completion.chunk, or an in-stream error object. A null
+// string member decodes as "", which the stream treats as absent: no pointer (and no
+// allocation) per token.
 type chunk struct {
 	Choices []struct {
 		Index int `json:"index"`
 		Delta struct {
-			Content   *string         `json:"content"`
-			Refusal   *string         `json:"refusal"`
+			Content   string          `json:"content"`
+			Refusal   string          `json:"refusal"`
 			ToolCalls []toolCallDelta `json:"tool_calls"`
 		} `json:"delta"`
-		FinishReason *string `json:"finish_reason"`
+		FinishReason string `json:"finish_reason"`
 	} `json:"choices"`
 	Model string          `json:"model"`
 	Usage *usage          `json:"usage"`
@@ -382,12 +384,12 @@ func (s *stream) apply(c *chunk) error {
 		if ch.Index != 0 {
 			continue // the adapter never asks for n > 1
 		}
-		if t := ch.Delta.Content; t != nil && *t != "" {
-			if err := s.send(protocol.EventOutputDelta, protocol.OutputDeltaData{Index: 0, Type: "text", Text: *t}); err != nil {
+		if t := ch.Delta.Content; t != "" {
+			if err := s.send(protocol.EventOutputDelta, protocol.OutputDeltaData{Index: 0, Type: "text", Text: t}); err != nil {
 				return err
 			}
 		}
-		if t := ch.Delta.Refusal; t != nil && *t != "" {
+		if ch.Delta.Refusal != "" {
 			s.refused = true
 		}
 		for j := range ch.Delta.ToolCalls {
@@ -395,8 +397,8 @@ func (s *stream) apply(c *chunk) error {
 				return err
 			}
 		}
-		if ch.FinishReason != nil && *ch.FinishReason != "" {
-			s.reason = s.a.safeID(*ch.FinishReason)
+		if ch.FinishReason != "" {
+			s.reason = s.a.safeID(ch.FinishReason)
 		}
 	}
 	if c.Usage != nil {
