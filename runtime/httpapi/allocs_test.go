@@ -3,14 +3,20 @@
 package httpapi_test
 
 import (
+	"bufio"
 	"bytes"
+	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
+	"runtime/debug"
+	"strings"
 	"testing"
 	"time"
 )
 
-// Allocation bounds of the hot paths, from the figures measured when they were set: a
+// Allocation and stack bounds of the hot paths, from the figures measured when they were set: a
 // regression guard that counts allocations instead of timing anything. The race detector
 // changes the counts, so this file is built only without it, and `make test` runs these
 // tests in a run of their own without -race. Raise a bound only with a reason.
@@ -21,6 +27,10 @@ const (
 	// maxAllocsPerFrame bounds one delivered SSE frame of a replayed stream, its share
 	// of the store reads and of the stream's set-up included (measured: 0.103).
 	maxAllocsPerFrame = 0.15
+	// maxStackPerIdleStream bounds the goroutine stacks an open, idle event stream keeps
+	// on the server: its handler's (8 KiB since the stream's head is written from a
+	// shallow frame; it was 16 KiB) and net/http's background reader's (2 KiB).
+	maxStackPerIdleStream = 12 << 10
 )
 
 // TestAcceptAllocations: accepting an execution allocates at most maxAllocsPerAccept
@@ -96,3 +106,49 @@ func (d *discardStream) Write(p []byte) (int, error) {
 func (d *discardStream) FlushError() error                { return nil }
 func (d *discardStream) SetWriteDeadline(time.Time) error { return nil }
 func (d *discardStream) SetReadDeadline(time.Time) error  { return nil }
+
+// TestIdleStreamStack: an event stream waiting for events keeps at most
+// maxStackPerIdleStream of goroutine stack on the server. The clients are bare
+// connections, without goroutines of their own, and the collector is off while the
+// streams are open, since it could shrink a grown stack and hide the regression.
+func TestIdleStreamStack(t *testing.T) {
+	const streams = 200
+	e := newEnv(t)
+	e.setScript(hang)
+	id := e.submit(t, chat("wait with me"))
+	defer debug.SetGCPercent(debug.SetGCPercent(-1))
+	addr := strings.TrimPrefix(e.srv.URL, "http://")
+	open := func() net.Conn {
+		conn, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { conn.Close() })
+		fmt.Fprintf(conn, "GET /v1/executions/%s/events HTTP/1.1\r\nHost: %s\r\nAccept: text/event-stream\r\n\r\n", id, addr)
+		// The stream is open and idle once its head and the events so far have arrived:
+		// they end with the route.selected frame.
+		r := bufio.NewReader(conn)
+		for {
+			line, err := r.ReadString('\n')
+			if err != nil {
+				t.Fatalf("reading the stream: %v", err)
+			}
+			if strings.HasPrefix(line, "event: route.selected") {
+				return conn
+			}
+		}
+	}
+	open() // the first stream sets up what every later one shares
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for range streams {
+		open()
+	}
+	time.Sleep(100 * time.Millisecond) // every handler is parked in its wait
+	runtime.ReadMemStats(&after)
+	perStream := float64(after.StackInuse-before.StackInuse) / streams
+	t.Logf("%.0f bytes of goroutine stack per idle stream", perStream)
+	if perStream > maxStackPerIdleStream {
+		t.Errorf("%.0f bytes of goroutine stack per idle stream, bound %d", perStream, maxStackPerIdleStream)
+	}
+}

@@ -51,35 +51,9 @@ func appendFrame(dst []byte, ev *protocol.Event, env []byte) []byte {
 // only ends it.
 func (s *server) streamEvents(w http.ResponseWriter, r *http.Request) error {
 	id := r.PathValue("id")
-	after, err := eventCursor(r)
-	if err != nil {
+	after, stream, err := s.openStream(w, r, id)
+	if err != nil || !stream {
 		return err
-	}
-	rec, err := s.accessible(r.Context(), id, auth.VerbGet)
-	if err != nil {
-		return err
-	}
-	if wantsJSON(r.Header.Values("Accept")) {
-		return s.pollEvents(w, r, id, after, rec.Terminal, rec.LastSequence)
-	}
-
-	h := w.Header()
-	h.Set("Cache-Control", "no-store")
-	if rec.Terminal && after >= rec.LastSequence {
-		// Nothing newer will ever exist. 204 also stops browsers from reconnecting.
-		w.WriteHeader(http.StatusNoContent)
-		return nil
-	}
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("X-Accel-Buffering", "no") // keep reverse proxies (nginx) from buffering frames
-	// A stream outlives the server's read timeout, which bounds reading a request (and
-	// would otherwise end the stream's context when it passes): lift it for this one.
-	if err := http.NewResponseController(w).SetReadDeadline(time.Time{}); err != nil && !errors.Is(err, http.ErrNotSupported) {
-		return err
-	}
-	w.WriteHeader(http.StatusOK)
-	if r.Method == http.MethodHead {
-		return nil
 	}
 	s.obs.Subscribers(1)
 	defer s.obs.Subscribers(-1)
@@ -87,6 +61,47 @@ func (s *server) streamEvents(w http.ResponseWriter, r *http.Request) error {
 		s.logStreamEnd(r, id, err)
 	}
 	return nil // the head is out: the stream just ends, without any error body
+}
+
+// openStream checks a stream request and answers it, or writes the stream's head: stream
+// is true when the SSE stream is to follow, from the returned cursor.
+//
+// It is a function of its own, never inlined, so that its frame (the execution's status
+// among it) is gone from the stack while the stream runs: net/http writes the response
+// head, deep in its own frames, at the stream's first flush, and the goroutine's stack,
+// which an idle subscriber keeps, then stays within 8 KiB instead of doubling to 16 KiB
+// (the fan-out benchmark's idle memory per subscriber).
+//
+//go:noinline
+func (s *server) openStream(w http.ResponseWriter, r *http.Request, id string) (after uint64, stream bool, err error) {
+	after, err = eventCursor(r)
+	if err != nil {
+		return 0, false, err
+	}
+	rec, err := s.accessible(r.Context(), id, auth.VerbGet)
+	if err != nil {
+		return 0, false, err
+	}
+	if wantsJSON(r.Header.Values("Accept")) {
+		return 0, false, s.pollEvents(w, r, id, after, rec.Terminal, rec.LastSequence)
+	}
+
+	h := w.Header()
+	h.Set("Cache-Control", "no-store")
+	if rec.Terminal && after >= rec.LastSequence {
+		// Nothing newer will ever exist. 204 also stops browsers from reconnecting.
+		w.WriteHeader(http.StatusNoContent)
+		return 0, false, nil
+	}
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("X-Accel-Buffering", "no") // keep reverse proxies (nginx) from buffering frames
+	// A stream outlives the server's read timeout, which bounds reading a request (and
+	// would otherwise end the stream's context when it passes): lift it for this one.
+	if err := http.NewResponseController(w).SetReadDeadline(time.Time{}); err != nil && !errors.Is(err, http.ErrNotSupported) {
+		return 0, false, err
+	}
+	w.WriteHeader(http.StatusOK)
+	return after, r.Method != http.MethodHead, nil
 }
 
 // tail writes the events after cursor as SSE frames: the replay from the store, then
