@@ -16,9 +16,9 @@ import (
 	"time"
 )
 
-// Allocation and stack bounds of the hot paths, from the figures measured when they were set: a
-// regression guard that counts allocations instead of timing anything. The race detector
-// changes the counts, so this file is built only without it, and `make test` runs these
+// Allocation and stack bounds of the hot paths, from the figures measured when they were
+// set: a regression guard that counts allocations and bytes instead of timing anything.
+// The race detector changes the counts, so this file is built only without it, and `make test` runs these
 // tests in a run of their own without -race. Raise a bound only with a reason.
 const (
 	// maxAllocsPerAccept bounds POST /v1/executions → 202 with the execution's own work

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -582,9 +583,34 @@ func BenchmarkMaterialize(b *testing.B) {
 	}
 }
 
-// FuzzDecodeDelta: the output.delta fast path agrees with encoding/json whenever it
-// decodes, and declines (ok false) only where encoding/json then decides.
-func FuzzDecodeDelta(f *testing.F) {
+// What the engine writes (encoding/json's encoding of the payload structs) is always in
+// the plain form: the hand-written decoding is the one that runs.
+func TestDecodePlainTakesWhatTheEngineWrites(t *testing.T) {
+	for _, v := range []any{
+		&OutputDeltaData{Index: 3, Type: "text", Text: "caf\u00e9 <b> \"quoted\"\n"},
+		&RouteSelectedData{Attempt: 2, Deployment: "team/gpt", Provider: "openai", Model: "gpt-4o"},
+		&CompletedData{FinishReason: "end_turn"},
+		&CompletedData{},
+		&UsageReportedData{Usage: []Usage{{Unit: UnitInputTokens, Quantity: 12, Source: SourceProvider}, {Unit: UnitAudioSeconds, Quantity: 2.75, Source: SourceProvider}}},
+		&UsageReportedData{Usage: []Usage{}},
+	} {
+		data, err := json.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := reflect.New(reflect.TypeOf(v).Elem()).Interface()
+		if !decodePlain(data, got) {
+			t.Errorf("%s: not taken in the plain form", data)
+		} else if !cmp.Equal(got, v) {
+			t.Errorf("%s: %s", data, cmp.Diff(v, got))
+		}
+	}
+}
+
+// FuzzDecodePlain: the hand-written decoding of the payloads every execution records
+// agrees with encoding/json whenever it decodes, and declines only where encoding/json
+// then decides.
+func FuzzDecodePlain(f *testing.F) {
 	for _, s := range []string{
 		`{"index":0,"type":"text","text":"hello"}`,
 		`{"index":12,"type":"text","text":"a\\u00e9\\n\\"b"}`,
@@ -599,22 +625,33 @@ func FuzzDecodeDelta(f *testing.F) {
 		`{"text":"\xff"}`,
 		`{"extra":[1,{"a":2}],"text":"y"}`,
 		` { "index" : 4 , "text" : "z" } `,
+		`{"attempt":2,"deployment":"team/gpt","provider":"openai","model":"gpt-4o"}`,
+		`{"attempt":0,"model":"m","model":"n"}`,
+		`{"finish_reason":"stop"}`, `{}`, `{"finish_reason":""}`,
+		`{"usage":[{"unit":"input_tokens","quantity":12,"source":"provider"},{"unit":"images","quantity":1.5e-3,"source":"estimated"}]}`,
+		`{"usage":[]}`, `{"usage":null}`, `{"usage":[{}]}`, `{"usage":[{"quantity":-0}]}`,
+		`{"usage":[{"quantity":1e400}]}`, `{"usage":[{"Unit":"x"}]}`, `{"usage":[1]}`,
 		`[]`, `"x"`, `{`, ``,
 	} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		fast, ok := decodeDelta(data)
-		if !ok {
-			return
+		check := func(got, want any) {
+			t.Helper()
+			if !decodePlain(data, got) {
+				return
+			}
+			if err := json.Unmarshal(data, want); err != nil {
+				t.Fatalf("plain decoding took %q into %T, encoding/json refuses it: %v", data, got, err)
+			}
+			if !cmp.Equal(got, want) {
+				t.Fatalf("%q into %T: %s", data, got, cmp.Diff(want, got))
+			}
 		}
-		var want OutputDeltaData
-		if err := json.Unmarshal(data, &want); err != nil {
-			t.Fatalf("fast path decoded %q, encoding/json refuses it: %v", data, err)
-		}
-		if fast != want {
-			t.Fatalf("%q: fast path %+v, encoding/json %+v", data, fast, want)
-		}
+		check(&OutputDeltaData{}, &OutputDeltaData{})
+		check(&RouteSelectedData{}, &RouteSelectedData{})
+		check(&CompletedData{}, &CompletedData{})
+		check(&UsageReportedData{}, &UsageReportedData{})
 	})
 }
 

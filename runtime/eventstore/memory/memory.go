@@ -405,12 +405,16 @@ func (s *Store) WaitCancel(ctx context.Context, id string) error {
 		case e.cancelRequested:
 			return true, nil
 		case e.terminal:
-			return true, fmt.Errorf("wait for cancel of %s: %w", id, eventstore.ErrTerminated)
+			return true, errWaitTerminal
 		}
 		return false, nil
 	}
 	return s.block(ctx, e, ready, func() *chan struct{} { return &e.signal })
 }
+
+// errWaitTerminal ends WaitCancel at the terminal event, the end of every execution's
+// cancel watch: one value, not one formatted per execution.
+var errWaitTerminal = fmt.Errorf("wait for cancel: %w", eventstore.ErrTerminated)
 
 // block waits until ready reports done, re-checking whenever the channel in *wake() is
 // closed. ready and wake run under e's lock.

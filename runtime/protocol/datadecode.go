@@ -1,0 +1,209 @@
+package protocol
+
+import (
+	"encoding/json"
+	"strconv"
+
+	jsonv1 "github.com/go-json-experiment/json/v1"
+)
+
+// UnmarshalData decodes an event's data into v, a pointer to a zero payload value, as
+// every fold does (Apply here, the EventStores' own): under encoding/json's rules —
+// member names matched without regard to case, the last of a repeated member winning,
+// unknown members ignored, invalid UTF-8 replaced by U+FFFD — so that all of them accept
+// and refuse the same events and fold the same values.
+//
+// Every event is decoded once more when it is stored, so this is on the hot path. The
+// payloads an execution records every time — output.delta, route.selected,
+// usage.reported, execution.completed — are taken in the form the engine writes them
+// without reflection (decodePlain); the rest, and anything else in those, are decoded
+// with the v1 API of github.com/go-json-experiment/json: encoding/json's rules on the
+// encoding/json/v2 engine, the mirror of what the standard library becomes in Go 1.27,
+// about twice as fast as encoding/json and without its allocations. FuzzUnmarshalData
+// checks that both agree with encoding/json.
+func UnmarshalData(data []byte, v any) error {
+	if decodePlain(data, v) {
+		return nil
+	}
+	return jsonv1.Unmarshal(data, v)
+}
+
+// DecodeEvent decodes one event envelope — an SSE frame's data, an element of a polled
+// page — with UnmarshalData's rules and engine: a client decodes one per frame.
+func DecodeEvent(data []byte) (Event, error) {
+	var ev Event
+	err := jsonv1.Unmarshal(data, &ev)
+	return ev, err
+}
+
+// DecodeDelta is UnmarshalData for output.delta, the most frequent event, returning the
+// value: a fold that decodes it this way allocates nothing for its usual form.
+func DecodeDelta(data []byte) (OutputDeltaData, error) {
+	var d OutputDeltaData
+	if decodePlain(data, &d) {
+		return d, nil
+	}
+	var slow OutputDeltaData // escapes to the heap, on this path only
+	err := jsonv1.Unmarshal(data, &slow)
+	return slow, err
+}
+
+// decodePlain decodes data into v when v is one of the payloads every execution records
+// and data is in the plain form the engine writes: an object whose keys are the field
+// names exactly as the struct tags spell them, each at most once, with values of the
+// field's JSON type (a small non-negative integer for an int). It reports false, having
+// left v as it was, for anything else — another payload type, an unknown or differently
+// cased key, a repeated key, null, a number out of range — and encoding/json's rules
+// then decide (UnmarshalData), so both give the same result for every input.
+//
+// It is written by hand, on the request decoder's cursor, because reflection-based
+// decoding of these few small payloads was a tenth of the runtime's CPU time per
+// streamed execution and most of its goroutines' stack growth (spec/performance.md).
+func decodePlain(data []byte, v any) bool {
+	if !json.Valid(data) {
+		return false
+	}
+	c := jsonCursor{data: data}
+	var ok bool
+	switch d := v.(type) {
+	case *OutputDeltaData:
+		var out OutputDeltaData
+		ok = c.plainObject([]string{"index", "type", "text"}, func(field int) bool {
+			switch field {
+			case 0:
+				return c.plainInt(&out.Index)
+			case 1:
+				return c.plainString(&out.Type)
+			}
+			return c.plainString(&out.Text)
+		})
+		if ok {
+			*d = out
+		}
+	case *RouteSelectedData:
+		var out RouteSelectedData
+		ok = c.plainObject([]string{"attempt", "deployment", "provider", "model"}, func(field int) bool {
+			switch field {
+			case 0:
+				return c.plainInt(&out.Attempt)
+			case 1:
+				return c.plainString(&out.Deployment)
+			case 2:
+				return c.plainString(&out.Provider)
+			}
+			return c.plainString(&out.Model)
+		})
+		if ok {
+			*d = out
+		}
+	case *CompletedData:
+		var out CompletedData
+		ok = c.plainObject([]string{"finish_reason"}, func(int) bool { return c.plainString(&out.FinishReason) })
+		if ok {
+			*d = out
+		}
+	case *UsageReportedData:
+		var out UsageReportedData
+		ok = c.plainObject([]string{"usage"}, func(int) bool {
+			if c.peek() != '[' {
+				return false
+			}
+			out.Usage = []Usage{} // encoding/json makes [] an empty, non-nil slice
+			entries := true
+			_ = c.elements(func() error {
+				var u Usage
+				entries = c.plainObject([]string{"unit", "quantity", "source"}, func(field int) bool {
+					switch field {
+					case 0:
+						return c.plainString(&u.Unit)
+					case 1:
+						return c.plainFloat(&u.Quantity)
+					}
+					return c.plainString(&u.Source)
+				})
+				if !entries {
+					return errStop
+				}
+				out.Usage = append(out.Usage, u)
+				return nil
+			})
+			return entries
+		})
+		if ok {
+			*d = out
+		}
+	}
+	return ok && c.peek() == 0
+}
+
+// plainObject walks the object at the cursor when its keys are among names, exactly as
+// spelled there, each at most once; decode consumes the value of names[field] and reports
+// whether it was plain. The walk stops at the first thing that is not (errStop), leaving
+// the cursor anywhere: the caller then drops it.
+func (c *jsonCursor) plainObject(names []string, decode func(field int) bool) bool {
+	if c.peek() != '{' {
+		return false
+	}
+	var seen uint64
+	plain := true
+	_ = c.members(func(key []byte) error {
+		field := -1
+		for i, name := range names {
+			if string(key) == name {
+				field = i
+				break
+			}
+		}
+		if field < 0 || seen&(1<<field) != 0 || !decode(field) {
+			plain = false
+			return errStop
+		}
+		seen |= 1 << field
+		return nil
+	})
+	return plain
+}
+
+// plainString decodes a string value.
+func (c *jsonCursor) plainString(dst *string) bool {
+	if c.peek() != '"' {
+		return false
+	}
+	*dst = c.str()
+	return true
+}
+
+// plainInt decodes a non-negative integer of at most nine digits without a leading zero,
+// which any int holds.
+func (c *jsonCursor) plainInt(dst *int) bool {
+	if b := c.peek(); b < '0' || b > '9' {
+		return false
+	}
+	n := c.number()
+	if len(n) > 9 || (len(n) > 1 && n[0] == '0') {
+		return false
+	}
+	v := 0
+	for _, digit := range n {
+		if digit < '0' || digit > '9' {
+			return false // a fraction or an exponent
+		}
+		v = v*10 + int(digit-'0')
+	}
+	*dst = v
+	return true
+}
+
+// plainFloat decodes a number as encoding/json does into a float64 (strconv.ParseFloat
+// of its literal); one out of float64's range is left to encoding/json's error.
+func (c *jsonCursor) plainFloat(dst *float64) bool {
+	if !isNumberStart(c.peek()) {
+		return false
+	}
+	f, err := strconv.ParseFloat(string(c.number()), 64)
+	if err != nil {
+		return false
+	}
+	*dst = f
+	return true
+}
