@@ -375,4 +375,3 @@ func (s Snapshot) MarshalJSON() ([]byte, error) {
 	}
 	return json.Marshal(p)
 }
-
