@@ -131,13 +131,14 @@ FUZZ_TIME ?= 20s
 test: verify vet lint envtest-assets helm ## Run every test (unit, envtest, end to end, bounded fuzzing) after make verify and lint.
 	go test -race $(GO_TEST_FLAGS) $(RACE_PKGS)
 	go test $(GO_TEST_FLAGS) $(PLAIN_PKGS)
-	go test $(GO_TEST_FLAGS) -run 'Allocations$$' ./runtime/httpapi
+	go test $(GO_TEST_FLAGS) -run 'Allocations$$|^TestIdleStreamStack$$' ./runtime/httpapi
 	go test -C $(IMAGE_TOOL) $(GO_TEST_FLAGS) ./...
 	$(MAKE) --no-print-directory fuzz
 
 .PHONY: fuzz
-fuzz: ## Fuzz the whole submission path (POST /v1/executions) for FUZZ_TIME.
+fuzz: ## Fuzz the submission path (POST /v1/executions) and the folds' hand-written decoding, FUZZ_TIME each.
 	go test -run '^$$' -fuzz '^FuzzSubmit$$' -fuzztime $(FUZZ_TIME) ./runtime/httpapi
+	go test -run '^$$' -fuzz '^FuzzDecodePlain$$' -fuzztime $(FUZZ_TIME) ./runtime/protocol
 
 .PHONY: bench
 bench: envtest-assets ## Run the benchmarks.
