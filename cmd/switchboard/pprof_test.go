@@ -11,7 +11,11 @@ import (
 func TestPprofOnlyWhereAsked(t *testing.T) {
 	get := func(t *testing.T, url string) (int, string) {
 		t.Helper()
-		resp, err := http.Get(url)
+		req, err := http.NewRequest(http.MethodGet, url, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -118,7 +118,7 @@ func TestIdleStreamStack(t *testing.T) {
 	id := e.submit(t, chat("wait with me"))
 	defer debug.SetGCPercent(debug.SetGCPercent(-1))
 	addr := strings.TrimPrefix(e.srv.URL, "http://")
-	open := func() net.Conn {
+	open := func() {
 		conn, err := net.Dial("tcp", addr)
 		if err != nil {
 			t.Fatal(err)
@@ -134,7 +134,7 @@ func TestIdleStreamStack(t *testing.T) {
 				t.Fatalf("reading the stream: %v", err)
 			}
 			if strings.HasPrefix(line, "event: route.selected") {
-				return conn
+				return
 			}
 		}
 	}
