@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -30,12 +31,15 @@ const (
 // its own XREAD BLOCK would hold one pooled connection per waiter (an SSE stream is a
 // waiter) and could not be interrupted when its context ends.
 //
-// Each execution has two channels, one announcing appends and one announcing cancel
-// requests and the terminal event; a channel is subscribed while someone waits on it
-// (and for linger after). Messages only say "look again": the state itself is always
-// read from the execution's keys, so a lost message costs latency, never correctness.
-// A waiter checks the state only after its subscription is confirmed, so nothing
-// published after the check can pass it by.
+// Each execution has two channels, one announcing appends (the sequence, marked when it
+// is the terminal event's) and one announcing cancel requests and the terminal event; a
+// channel is subscribed while someone waits on it (and for linger after). Messages say
+// "look again", and the state itself is read from the execution's keys, so a lost
+// message costs latency, never correctness. A waiter checks the state only after its
+// subscription is confirmed, so nothing published after the check can pass it by; and
+// while the subscription stays up nothing can be lost, so a reader whose cursor is the
+// sequence the latest message announced need not read the state before waiting (a
+// topic is current).
 //
 // When the connection fails (an error, or no answer to a ping), the hub replaces it
 // with a new PubSub and subscribes again to every channel with waiters; each
@@ -71,8 +75,17 @@ type topic struct {
 	isReady    bool
 	wake       chan struct{} // closed (and forgotten) on the next message or confirmation
 	messages   uint64        // messages received, so waiters can tell fresh news from old
-	last       uint64        // the latest message's payload as a number (wake channels)
-	idleSince  time.Time     // when refs last dropped to 0
+	last       uint64        // the sequence the latest message announced (wake channels)
+	// current: the latest message announced a sequence that is not the terminal event's,
+	// and the subscription has been live since, so no later message can have been lost.
+	current   bool
+	idleSince time.Time // when refs last dropped to 0
+}
+
+// news is what a topic has received, for a waiter to decide whether to read the state.
+type news struct {
+	messages, last uint64
+	current        bool
 }
 
 func newHub(client goredis.UniversalClient, done <-chan struct{}) *hub {
@@ -137,13 +150,13 @@ func (h *hub) readyChan(t *topic) (<-chan struct{}, bool) {
 
 // watch returns a channel closed at t's next message or confirmation, and what t has
 // received so far.
-func (h *hub) watch(t *topic) (wake <-chan struct{}, messages, last uint64) {
+func (h *hub) watch(t *topic) (wake <-chan struct{}, n news) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if t.wake == nil {
 		t.wake = make(chan struct{})
 	}
-	return t.wake, t.messages, t.last
+	return t.wake, news{messages: t.messages, last: t.last, current: t.current}
 }
 
 // poke asks manage to bring the subscriptions in line with the topics.
@@ -281,7 +294,7 @@ func (h *hub) restart(old *goredis.PubSub) {
 		h.ps = h.client.Subscribe(context.Background())
 		h.resync = true
 		for _, t := range h.topics {
-			t.subscribed, t.pending = false, 0
+			t.subscribed, t.pending, t.current = false, 0, false
 			// Joiners from now on wait for the new subscription.
 			if t.isReady {
 				t.ready, t.isReady = make(chan struct{}), false
@@ -330,14 +343,19 @@ func (h *hub) dispatch(msg any) {
 			close(t.ready)
 		}
 		// A confirmation after a reconnect means messages may have been missed.
+		t.current = false
 		t.broadcast()
 	case *goredis.Message:
 		t := h.topics[m.Channel]
 		if t == nil {
 			return
 		}
+		// A wake channel's payload is the appended sequence, followed by " terminal" for
+		// the terminal event; a cancel channel's payloads parse as 0.
+		seq, terminal, _ := strings.Cut(m.Payload, " ")
 		t.messages++
-		t.last, _ = strconv.ParseUint(m.Payload, 10, 64) // 0 for cancel channel payloads
+		t.last, _ = strconv.ParseUint(seq, 10, 64)
+		t.current = t.isReady && terminal != "terminal"
 		t.broadcast()
 	}
 }

@@ -710,3 +710,93 @@ func BenchmarkConcurrentAppend(b *testing.B) {
 		})
 	}
 }
+
+// countReads counts the state reads (HMGET) of waiters.
+type countReads struct{ reads atomic.Int64 }
+
+func (h *countReads) DialHook(next goredis.DialHook) goredis.DialHook { return next }
+
+func (h *countReads) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
+	return next
+}
+
+func (h *countReads) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook {
+	return func(ctx context.Context, cmd goredis.Cmder) error {
+		if cmd.Name() == "hmget" {
+			h.reads.Add(1)
+		}
+		return next(ctx, cmd)
+	}
+}
+
+// A reader tailing an execution on a subscription that stays live waits for each next
+// event without reading the execution's state: the wake-up of the event it has read
+// tells it that nothing newer exists yet. The terminal event's wake-up says it is the
+// terminal one, so a wait past it still reads the state and returns ErrTerminated at
+// once rather than at the next recheck.
+func TestLiveTailWaitsWithoutReads(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	prefix := newPrefix(t)
+	client := newClient(t)
+	hook := &countReads{}
+	client.AddHook(hook)
+	s, err := redisstore.NewFromClient(client, redisstore.WithKeyPrefix(prefix), redisstore.WithRetention(retention))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	peer := openPeer(t, prefix)
+
+	const id, events = "exe_live_tail", 40
+	if _, err := peer.Create(ctx, eventstore.Record{ID: id}, "", 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := peer.Append(ctx, eventstore.NoFence, event(id, 1, protocol.EventAccepted, `{}`)); err != nil {
+		t.Fatal(err)
+	}
+	// The first wait subscribes; the next event is appended once Redis has the
+	// subscription, so that every later wait finds it live.
+	first := make(chan error, 1)
+	go func() { first <- s.Wait(ctx, id, 1) }()
+	admin, channel := newClient(t), prefix+"{"+id+"}:wake"
+	for ctx.Err() == nil {
+		subs, err := admin.PubSubNumSub(ctx, channel).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if subs[channel] == 1 {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	for seq := uint64(2); seq <= events; seq++ {
+		typ, data := protocol.EventOutputDelta, `{"index":0,"text":"x"}`
+		if seq == events {
+			typ, data = protocol.EventCompleted, `{}`
+		}
+		wait := first
+		if seq > 2 {
+			wait = make(chan error, 1)
+			go func() { wait <- s.Wait(ctx, id, seq-1) }()
+		}
+		if err := peer.Append(ctx, eventstore.NoFence, event(id, seq, typ, data)); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-wait; err != nil {
+			t.Fatalf("Wait after %d: %v", seq-1, err)
+		}
+	}
+	// Subscribing costs a read before and one after the subscription is live; every
+	// later wait is answered by wake-ups alone.
+	if n := hook.reads.Load(); n > 2 {
+		t.Errorf("%d state reads for %d waits, want 2 (those of the first)", n, events-1)
+	}
+
+	// Well within the recheck interval (2s), which would otherwise answer it.
+	short, cancelShort := context.WithTimeout(ctx, time.Second)
+	defer cancelShort()
+	if err := s.Wait(short, id, events); !errors.Is(err, eventstore.ErrTerminated) {
+		t.Errorf("Wait past the terminal event = %v, want ErrTerminated", err)
+	}
+}

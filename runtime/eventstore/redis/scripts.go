@@ -266,7 +266,12 @@ elseif ARGV[6] ~= '0' then
     redis.call('PEXPIRE', k, ARGV[6])
   end
 end
-redis.call('PUBLISH', ARGV[7], ARGV[1])
+-- Wake-ups announce the sequence, and which one ends the execution.
+if ARGV[4] == '1' then
+  redis.call('PUBLISH', ARGV[7], ARGV[1] .. ' terminal')
+else
+  redis.call('PUBLISH', ARGV[7], ARGV[1])
+end
 return 0
 `)
 

@@ -607,9 +607,8 @@ func (s *Store) Wait(ctx context.Context, id string, after uint64) error {
 		}
 		return false, nil
 	}
-	// A wake-up announcing a sequence past the cursor answers without a round trip.
-	announced := func(last uint64) bool { return last > after }
-	return s.block(ctx, s.wakeChannel(id), check, announced)
+	// Wake-ups announce sequences: one past the cursor answers without a round trip.
+	return s.block(ctx, s.wakeChannel(id), check, &after)
 }
 
 // RequestCancel implements eventstore.Store.
@@ -653,15 +652,15 @@ func (s *Store) WaitCancel(ctx context.Context, id string) error {
 
 // block waits on channel until check reports done. check reads the state from Redis and
 // reports done with the caller's answer, or not done with a nil error to keep waiting,
-// or not done with the error of a failed read. announced, if not nil, may answer from
-// a wake-up's payload instead.
+// or not done with the error of a failed read. For a wake channel, after is the
+// caller's cursor, and the sequences the wake-ups announce may answer instead.
 //
 // A failed read is retried after a pause that grows with consecutive failures, up to
 // maxBackoff: a killed connection or a Redis restarting for a moment must not end a
 // wait, or the engine would stop watching for cancels and a reader's stream would
 // break. So block returns only check's answer (nil, ErrTerminated, ErrNotFound),
 // ctx.Err() or ErrClosed.
-func (s *Store) block(ctx context.Context, channel string, check func(context.Context) (bool, error), announced func(last uint64) bool) error {
+func (s *Store) block(ctx context.Context, channel string, check func(context.Context) (bool, error), after *uint64) error {
 	t := s.hub.join(channel)
 	defer s.hub.leave(t)
 	timer := time.NewTimer(recheckInterval)
@@ -690,25 +689,33 @@ func (s *Store) block(ctx context.Context, channel string, check func(context.Co
 	failures := 0
 	var seen uint64 // messages t had received at the last check
 	for {
-		wake, messages, last := s.hub.watch(t)
+		wake, heard := s.hub.watch(t)
 		// A message already announces what is waited for — a live tail whose channel
 		// stayed subscribed sees the next append's message before it waits again — so
 		// no read of the state is needed.
-		if (!first || messages > 0) && messages != seen && announced != nil && announced(last) {
+		if (!first || heard.messages > 0) && heard.messages != seen && after != nil && heard.last > *after {
 			return nil
 		}
-		first, seen = false, messages
-		done, err := s.checkNow(ctx, check)
-		if done {
-			return err
-		}
-		if err != nil {
-			// Wake-ups are not waited for: the next read is the one that can tell.
-			failures++
-			if err := s.backoff(ctx, failures); err != nil {
+		// Nor is it when the latest message, received on a subscription live ever since,
+		// announced exactly the caller's cursor and not the terminal event: the next
+		// append's message cannot pass unseen, so the wait starts at once. Only the first
+		// time round: a wake-up that announces nothing newer (a confirmation after a
+		// reconnect, which may follow lost messages) is always followed by a read.
+		current := first && heard.current && after != nil && heard.last == *after
+		first, seen = false, heard.messages
+		if !current {
+			done, err := s.checkNow(ctx, check)
+			if done {
 				return err
 			}
-			continue
+			if err != nil {
+				// Wake-ups are not waited for: the next read is the one that can tell.
+				failures++
+				if err := s.backoff(ctx, failures); err != nil {
+					return err
+				}
+				continue
+			}
 		}
 		failures = 0
 		select {
