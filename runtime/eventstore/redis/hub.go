@@ -37,9 +37,9 @@ const (
 // "look again", and the state itself is read from the execution's keys, so a lost
 // message costs latency, never correctness. A waiter checks the state only after its
 // subscription is confirmed, so nothing published after the check can pass it by; and
-// while the subscription stays up nothing can be lost, so a reader whose cursor is the
-// sequence the latest message announced need not read the state before waiting (a
-// topic is current).
+// while the subscription stays up nothing can be lost, so a reader whose cursor is at or
+// past the sequence the latest message announced need not read the state before
+// waiting (a topic is current).
 //
 // When the connection fails (an error, or no answer to a ping), the hub replaces it
 // with a new PubSub and subscribes again to every channel with waiters; each

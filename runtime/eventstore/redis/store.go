@@ -687,7 +687,8 @@ func (s *Store) block(ctx context.Context, channel string, check func(context.Co
 
 	first := true
 	failures := 0
-	var seen uint64 // messages t had received at the last check
+	recheck := false // the recheck interval passed since the last read
+	var seen uint64  // messages t had received at the last check
 	for {
 		wake, heard := s.hub.watch(t)
 		// A message already announces what is waited for — a live tail whose channel
@@ -696,13 +697,13 @@ func (s *Store) block(ctx context.Context, channel string, check func(context.Co
 		if (!first || heard.messages > 0) && heard.messages != seen && after != nil && heard.last > *after {
 			return nil
 		}
-		// Nor is it when the latest message, received on a subscription live ever since,
-		// announced exactly the caller's cursor and not the terminal event: the next
-		// append's message cannot pass unseen, so the wait starts at once. Only the first
-		// time round: a wake-up that announces nothing newer (a confirmation after a
-		// reconnect, which may follow lost messages) is always followed by a read.
-		current := first && heard.current && after != nil && heard.last == *after
-		first, seen = false, heard.messages
+		// Nor is one needed while the subscription has stayed up since the latest message
+		// and that message announced no more than the caller's cursor, and not the
+		// terminal event: the events up to the cursor were announced after it on the
+		// same subscription, and so will every later one be. A confirmation after a
+		// reconnect (messages may have been lost) and each recheck interval lead to a read.
+		current := heard.current && after != nil && heard.last <= *after && !recheck
+		first, seen, recheck = false, heard.messages, false
 		if !current {
 			done, err := s.checkNow(ctx, check)
 			if done {
@@ -722,6 +723,7 @@ func (s *Store) block(ctx context.Context, channel string, check func(context.Co
 		case <-wake:
 		case <-timer.C:
 			timer.Reset(recheckInterval)
+			recheck = true
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-s.closed:
