@@ -72,10 +72,11 @@ func runFanout(ctx context.Context, args []string, stdout, stderr io.Writer) (er
 
 	fmt.Fprintf(stdout, "fanout: one execution of %d output.delta events (upstream delay %s), streamed to N subscribers connected before the output starts\n", *chunks, *delay)
 	fmt.Fprintln(stdout, "  lag: event timestamp (recorded by the runtime) → received by a subscriber, over every delivery of an event recorded after the subscribers connected")
+	fmt.Fprintln(stdout, "  cpu: the runtime's CPU time (utime+stime) from the gate's opening to the last terminal event, per live delivery")
 	fmt.Fprintln(stdout, "  idle: RSS / goroutines (go_goroutines of /metrics) with all N streams open and no event flowing, minus the same before subscribing")
 	fmt.Fprintln(stdout)
 	tab := newTable(stdout, "subscribers", "events", "deliveries", "lag_p50_ms", "lag_p99_ms", "lag_max_ms", "stream_ms",
-		"rss_before_MiB", "rss_idle_MiB", "idle_KiB_per_sub", "goroutines_per_sub")
+		"cpu_us_per_delivery", "rss_before_MiB", "rss_idle_MiB", "idle_KiB_per_sub", "goroutines_per_sub")
 	for _, n := range counts {
 		fmt.Fprintf(stderr, "bench: fanout to %d subscribers\n", n)
 		rt, err := s.startSwitchboard(ctx, fmt.Sprintf("switchboard-fanout-%d", n), "http://"+g.addr+"/openai/v1", overheadModel)
@@ -95,7 +96,7 @@ func runFanout(ctx context.Context, args []string, stdout, stderr io.Writer) (er
 		}
 		tab.row(fmt.Sprint(n), fmt.Sprint(r.events), fmt.Sprint(r.deliveries),
 			ms(percentile(r.lags, .5)), ms(percentile(r.lags, .99)), ms(percentile(r.lags, 1)), ms(r.stream),
-			mib(r.rssBefore), mib(r.rssIdle), fmt.Sprintf("%.1f", float64(r.rssIdle-r.rssBefore)/1024/float64(n)), gor)
+			r.cpuPerDelivery(), mib(r.rssBefore), mib(r.rssIdle), fmt.Sprintf("%.1f", float64(r.rssIdle-r.rssBefore)/1024/float64(n)), gor)
 	}
 	return tab.flush()
 }
@@ -106,10 +107,21 @@ type fanoutResult struct {
 	deliveries int             // events received, all subscribers together
 	lags       []time.Duration // sorted, live deliveries only
 	stream     time.Duration   // gate released → last subscriber saw the terminal event
+	// cpu is the runtime's CPU time from the gate's opening to the last terminal event.
+	cpu time.Duration
 
 	rssBefore, rssIdle               int64
 	goroutinesBefore, goroutinesIdle int
 	goroutinesOK                     bool
+}
+
+// cpuPerDelivery formats the runtime's CPU time per live delivery in µs, or n/a when the
+// stream was too short to measure with /proc's clock ticks (10 ms).
+func (r *fanoutResult) cpuPerDelivery() string {
+	if r.cpu < 200*time.Millisecond || len(r.lags) == 0 {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.2f", float64(r.cpu)/float64(time.Microsecond)/float64(len(r.lags)))
 }
 
 // subscriber is what one event stream delivered.
@@ -176,6 +188,10 @@ func fanoutRound(ctx context.Context, rt *runtimeProc, g *gate, n int, text stri
 		res.goroutinesIdle, res.goroutinesOK = goroutines(ctx, rt.metrics)
 	}
 
+	cpu, err := startCPU(rt.pid())
+	if err != nil {
+		return nil, err
+	}
 	released := time.Now()
 	liveFrom.Store(released.UnixNano())
 	release()
@@ -201,6 +217,11 @@ func fanoutRound(ctx context.Context, rt *runtimeProc, g *gate, n int, text stri
 	}
 	if res.deliveries != n*res.events {
 		return nil, fmt.Errorf("%d deliveries, want %d subscribers × %d events", res.deliveries, n, res.events)
+	}
+	// Live deliveries are those with a lag: the events recorded before the gate opened
+	// were delivered before the meter started.
+	if res.cpu, err = cpu.perOp(1); err != nil {
+		return nil, err
 	}
 	slices.Sort(res.lags)
 	return res, nil
