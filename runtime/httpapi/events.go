@@ -252,25 +252,16 @@ var keepAlive = sse.AppendComment(nil, "keep-alive")
 // a fresh write deadline, so that a reader that stops reading is dropped after the
 // timeout instead of holding the handler forever.
 type frameWriter struct {
-	w        http.ResponseWriter
-	rc       *http.ResponseController
-	timeout  time.Duration
-	deadline time.Time // the connection's write deadline, as last set
+	w       http.ResponseWriter
+	rc      *http.ResponseController
+	timeout time.Duration
 }
 
-// write writes frame and flushes it, with at least the timeout, and at most an eighth
-// more, before the write's deadline. Moving the connection's deadline is a timer update
-// in the runtime's network poller, a tenth of the CPU time of delivering a frame to many
-// subscribers: it is moved only when less than the timeout is left, by 1⅛ of it, not at
-// every frame.
 func (f *frameWriter) write(frame []byte) error {
-	if now := time.Now(); f.deadline.Sub(now) < f.timeout {
-		f.deadline = now.Add(f.timeout + f.timeout/8)
-		// A writer without deadlines (a recorder in tests) still streams; only the bound
-		// on stalled readers is lost, and real servers support it.
-		if err := f.rc.SetWriteDeadline(f.deadline); err != nil && !errors.Is(err, http.ErrNotSupported) {
-			return err
-		}
+	// A writer without deadlines (a recorder in tests) still streams; only the bound on
+	// stalled readers is lost, and real servers support it.
+	if err := f.rc.SetWriteDeadline(time.Now().Add(f.timeout)); err != nil && !errors.Is(err, http.ErrNotSupported) {
+		return err
 	}
 	if _, err := f.w.Write(frame); err != nil {
 		return err
