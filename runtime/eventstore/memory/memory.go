@@ -420,24 +420,32 @@ var errWaitTerminal = fmt.Errorf("wait for cancel: %w", eventstore.ErrTerminated
 // closed. ready and wake run under e's lock.
 func (s *Store) block(ctx context.Context, e *execution, ready func() (bool, error), wake func() *chan struct{}) error {
 	for {
-		// Most calls find their answer under the shared lock; only a caller that has to
-		// sleep takes the exclusive one to install the wake-up channel.
+		// Most calls find their answer, or the wake-up channel another waiter installed,
+		// under the shared lock (after an append, the subscribers of an execution wait
+		// again all at once); only the first caller that has to sleep takes the exclusive
+		// one to install the channel.
 		e.mu.RLock()
 		done, err := ready()
+		var c chan struct{}
+		if !done {
+			c = *wake()
+		}
 		e.mu.RUnlock()
 		if done {
 			return err
 		}
-		e.mu.Lock()
-		done, err = ready()
-		ch := wake()
-		if !done && *ch == nil {
-			*ch = make(chan struct{})
-		}
-		c := *ch
-		e.mu.Unlock()
-		if done {
-			return err
+		if c == nil {
+			e.mu.Lock()
+			done, err = ready()
+			ch := wake()
+			if !done && *ch == nil {
+				*ch = make(chan struct{})
+			}
+			c = *ch
+			e.mu.Unlock()
+			if done {
+				return err
+			}
 		}
 		select {
 		case <-c:
