@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -15,11 +16,11 @@ import (
 
 // TestAccessLogKeepsEveryLine: the production logger samples repeated messages (100 per
 // second, then every 100th); the access log keeps one JSON line per request, also when
-// its queue is full and after Close.
+// they are more than its buffer holds and after Close.
 func TestAccessLogKeepsEveryLine(t *testing.T) {
 	var out bytes.Buffer
 	access := telemetry.NewAccessLog(zap.Options{DestWriter: &out})
-	const n = 10_000 // more than the queue holds: a full queue waits, it never drops
+	const n = 10_000 // more than the buffer holds: a full buffer is written out, never dropped
 	for range n {
 		access.Write(httpapi.AccessEntry{Route: "POST /v1/executions", Method: "POST", Status: 202, Duration: time.Millisecond, Principal: "anonymous"})
 	}
@@ -42,5 +43,38 @@ func TestAccessLogKeepsEveryLine(t *testing.T) {
 	}
 	if line.Logger != "access" || line.Msg != "HTTP request" || line.Route != "POST /v1/executions" || line.Status != 202 || line.Method != "POST" || line.Dur == nil {
 		t.Errorf("line = %+v", line)
+	}
+}
+
+// syncBuffer is a destination that a test reads while the log writes to it.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// Buffered lines are written out while the process runs, not only at Close.
+func TestAccessLogWritesWhileRunning(t *testing.T) {
+	var out syncBuffer
+	access := telemetry.NewAccessLog(zap.Options{DestWriter: &out})
+	defer access.Close()
+	access.Write(httpapi.AccessEntry{Route: "GET /v1/executions/{id}", Method: "GET", Status: 200})
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(out.String(), `"route":"GET /v1/executions/{id}"`) {
+		if time.Now().After(deadline) {
+			t.Fatal("the line was not written out within 10s")
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
