@@ -376,6 +376,15 @@ func (g *gate) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 			return
 		}
 	}
+	// The demo provider answers as soon as it has decoded the request, which can be
+	// before the proxy has read the runtime's request body to its end. net/http's server
+	// would then close that body when the answer's head is flushed, the proxy's
+	// transport would fail writing the request and close the connection, and the answer
+	// would be cut short ("use of closed network connection", intermittently): the
+	// request is read while the answer is written, as a proxy must allow.
+	if err := http.NewResponseController(w).EnableFullDuplex(); err != nil {
+		g.log.Printf("full duplex: %v", err)
+	}
 	g.proxy.ServeHTTP(w, req)
 	// The server ends a request's context only after ServeHTTP returns, so an ended
 	// context here means the runtime's side went away during the answer: say why, as
