@@ -1,7 +1,6 @@
 package anthropic
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -66,7 +65,7 @@ func (r *reader) readMessage(ctx context.Context, body io.Reader) (engine.Outcom
 			return engine.Outcome{}, err
 		}
 		calls++
-		if err := r.send(protocol.EventToolCallArgsDelta, protocol.ToolCallArgsDeltaData{CallID: b.ID, Delta: compactObject(b.Input)}); err != nil {
+		if err := r.send(protocol.EventToolCallArgsDelta, protocol.ToolCallArgsDeltaData{CallID: b.ID, Delta: providerhttp.ObjectText(b.Input)}); err != nil {
 			return engine.Outcome{}, err
 		}
 	}
@@ -75,14 +74,4 @@ func (r *reader) readMessage(ctx context.Context, body io.Reader) (engine.Outcom
 	}
 	r.answeredBy(m.Model)
 	return r.finish(m.StopReason)
-}
-
-// compactObject is a tool_use input as compact JSON text; an absent input is "{}", what
-// a stream that sent no fragments amounts to.
-func compactObject(raw json.RawMessage) string {
-	var buf bytes.Buffer
-	if len(bytes.TrimSpace(raw)) == 0 || json.Compact(&buf, raw) != nil {
-		return "{}"
-	}
-	return buf.String()
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/switchboard-dev/switchboard/runtime/engine"
 	"github.com/switchboard-dev/switchboard/runtime/protocol"
+	"github.com/switchboard-dev/switchboard/runtime/providers/providerhttp"
 	"github.com/switchboard-dev/switchboard/runtime/routing"
 )
 
@@ -313,15 +314,7 @@ func toolContent(c *protocol.ToolContent) any {
 // textOf is the text block of a text part, or of a json part as its JSON text (compact,
 // so the same value always reads the same).
 func textOf(p *protocol.Part) (contentBlock, bool) {
-	text := p.Text
-	if p.Type == protocol.PartJSON {
-		var buf bytes.Buffer
-		if err := json.Compact(&buf, p.JSON); err == nil {
-			text = buf.String()
-		} else {
-			text = string(p.JSON)
-		}
-	}
+	text := providerhttp.PartText(p)
 	if text == "" {
 		return contentBlock{}, false
 	}

@@ -1,7 +1,6 @@
 package bedrock
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -75,7 +74,7 @@ func (r *reader) readMessage(ctx context.Context, body io.Reader) (engine.Outcom
 			return engine.Outcome{}, err
 		}
 		calls++
-		if err := r.send(protocol.EventToolCallArgsDelta, protocol.ToolCallArgsDeltaData{CallID: b.ToolUse.ToolUseID, Delta: compactObject(b.ToolUse.Input)}); err != nil {
+		if err := r.send(protocol.EventToolCallArgsDelta, protocol.ToolCallArgsDeltaData{CallID: b.ToolUse.ToolUseID, Delta: providerhttp.ObjectText(b.ToolUse.Input)}); err != nil {
 			return engine.Outcome{}, err
 		}
 	}
@@ -83,14 +82,4 @@ func (r *reader) readMessage(ctx context.Context, body io.Reader) (engine.Outcom
 		return engine.Outcome{}, err
 	}
 	return r.finish(m.StopReason)
-}
-
-// compactObject is a toolUse input as compact JSON text; an absent or unreadable input
-// is "{}", what a stream that sent no fragments amounts to.
-func compactObject(raw json.RawMessage) string {
-	var buf bytes.Buffer
-	if len(bytes.TrimSpace(raw)) == 0 || json.Compact(&buf, raw) != nil {
-		return "{}"
-	}
-	return buf.String()
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/switchboard-dev/switchboard/runtime/engine"
 	"github.com/switchboard-dev/switchboard/runtime/protocol"
+	"github.com/switchboard-dev/switchboard/runtime/providers/providerhttp"
 	"github.com/switchboard-dev/switchboard/runtime/routing"
 )
 
@@ -439,18 +440,10 @@ func toolContent(c *protocol.ToolContent, names *documentNamer) []contentBlock {
 	return blocks
 }
 
-// textOf is the text of a text part, or of a json part its JSON text (compact, so the
-// same value always reads the same). ok is false for empty text.
+// textOf is the text of a text part, or of a json part its compact JSON text
+// (providerhttp.PartText). ok is false for empty text.
 func textOf(p *protocol.Part) (string, bool) {
-	text := p.Text
-	if p.Type == protocol.PartJSON {
-		var buf bytes.Buffer
-		if err := json.Compact(&buf, p.JSON); err == nil {
-			text = buf.String()
-		} else {
-			text = string(p.JSON)
-		}
-	}
+	text := providerhttp.PartText(p)
 	return text, text != ""
 }
 

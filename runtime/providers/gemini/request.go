@@ -1,7 +1,6 @@
 package gemini
 
 import (
-	"bytes"
 	"encoding/json"
 	"net/url"
 	"slices"
@@ -9,6 +8,7 @@ import (
 
 	"github.com/switchboard-dev/switchboard/runtime/engine"
 	"github.com/switchboard-dev/switchboard/runtime/protocol"
+	"github.com/switchboard-dev/switchboard/runtime/providers/providerhttp"
 	"github.com/switchboard-dev/switchboard/runtime/routing"
 )
 
@@ -345,7 +345,7 @@ func buildRequest(r *protocol.Request, provider string, caps routing.CapSet) (*g
 		p := &r.Input[i]
 		switch {
 		case p.Type == protocol.PartTool:
-			decls = append(decls, functionDeclaration{Name: p.Name, Description: p.Description, ParametersJSONSchema: compact(p.Parameters)})
+			decls = append(decls, functionDeclaration{Name: p.Name, Description: p.Description, ParametersJSONSchema: providerhttp.CompactJSON(p.Parameters)})
 		case isSystem(p):
 			if pt, ok := textPart(p); ok {
 				system = append(system, pt)
@@ -410,7 +410,7 @@ func toolText(c *protocol.ToolContent) any {
 	}
 	texts := make([]string, 0, len(c.Parts))
 	for i := range c.Parts {
-		texts = append(texts, textOf(&c.Parts[i]))
+		texts = append(texts, providerhttp.PartText(&c.Parts[i]))
 	}
 	switch len(texts) {
 	case 0:
@@ -423,20 +423,11 @@ func toolText(c *protocol.ToolContent) any {
 
 // textPart is the text part of a text or json part; ok is false for an empty text.
 func textPart(p *protocol.Part) (part, bool) {
-	s := textOf(p)
+	s := providerhttp.PartText(p)
 	if s == "" {
 		return part{}, false
 	}
 	return part{Text: &s}, true
-}
-
-// textOf is a text part's text, or a json part's JSON text (compact, so the same value
-// always reads the same).
-func textOf(p *protocol.Part) string {
-	if p.Type == protocol.PartJSON {
-		return string(compact(p.JSON))
-	}
-	return p.Text
 }
 
 // appendPart adds pt to the last turn when it has the same role, else starts a new turn.
@@ -462,19 +453,6 @@ func resultRank(b part) int {
 		return 1
 	}
 	return 0
-}
-
-// compact removes insignificant whitespace from validated JSON; it keeps the input as
-// is in the (impossible after DecodeRequest) case that it is not valid JSON.
-func compact(raw json.RawMessage) json.RawMessage {
-	if len(bytes.TrimSpace(raw)) == 0 {
-		return nil
-	}
-	var buf bytes.Buffer
-	if err := json.Compact(&buf, raw); err != nil {
-		return raw
-	}
-	return buf.Bytes()
 }
 
 // baseMediaType drops media type parameters ("audio/wav; rate=16000" → "audio/wav"):

@@ -11,6 +11,7 @@ import (
 
 	"github.com/switchboard-dev/switchboard/runtime/engine"
 	"github.com/switchboard-dev/switchboard/runtime/protocol"
+	"github.com/switchboard-dev/switchboard/runtime/providers/providerhttp"
 	"github.com/switchboard-dev/switchboard/runtime/routing"
 )
 
@@ -268,7 +269,7 @@ func (b *builder) add(p *protocol.Part) {
 		// Tools are request-level, whatever role the part carries; they do not end a
 		// message run.
 		b.tools = append(b.tools, tool{Type: "function", Function: toolFunction{
-			Name: p.Name, Description: p.Description, Parameters: compact(p.Parameters),
+			Name: p.Name, Description: p.Description, Parameters: providerhttp.CompactJSON(p.Parameters),
 		}})
 		return
 	case protocol.PartToolCall:
@@ -289,7 +290,7 @@ func (b *builder) add(p *protocol.Part) {
 func mapContent(p *protocol.Part) contentPart {
 	switch p.Type {
 	case protocol.PartJSON:
-		return textPart(string(compact(p.JSON)))
+		return textPart(providerhttp.PartText(p))
 	case protocol.PartImage:
 		return contentPart{Type: "image_url", ImageURL: &imageURL{URL: dataOrURI(p)}}
 	case protocol.PartAudio:
@@ -343,19 +344,6 @@ func baseMediaType(mt string) string {
 		}
 	}
 	return mt
-}
-
-// compact removes insignificant whitespace from validated JSON; it keeps the input as is
-// in the (impossible after DecodeRequest) case that it is not valid JSON.
-func compact(raw json.RawMessage) json.RawMessage {
-	if len(raw) == 0 {
-		return nil
-	}
-	var buf bytes.Buffer
-	if err := json.Compact(&buf, raw); err != nil {
-		return raw
-	}
-	return buf.Bytes()
 }
 
 // reasoningEffort is the documented grammar of openai.reasoning_effort (protocol

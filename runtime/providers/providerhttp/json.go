@@ -1,7 +1,12 @@
 package providerhttp
 
 import (
+	"bytes"
+	"encoding/json"
+
 	jsonv1 "github.com/go-json-experiment/json/v1"
+
+	"github.com/switchboard-dev/switchboard/runtime/protocol"
 )
 
 // DecodeChunk decodes one unit of a provider's stream — an SSE data field, an
@@ -17,4 +22,39 @@ import (
 // without allocating (BenchmarkDecodeChunk; spec/performance.md).
 func DecodeChunk(data []byte, v any) error {
 	return jsonv1.Unmarshal(data, v)
+}
+
+// CompactJSON removes the insignificant whitespace of validated JSON — a json part's
+// value, a tool's parameters — so that the same value always reads the same to a model.
+// Empty input gives nil; input that is not JSON (which DecodeRequest never admits) is
+// returned as it is.
+func CompactJSON(raw json.RawMessage) json.RawMessage {
+	if len(bytes.TrimSpace(raw)) == 0 {
+		return nil
+	}
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, raw); err != nil {
+		return raw
+	}
+	return buf.Bytes()
+}
+
+// PartText is the text a part gives a model as text: a text part's text, a json part's
+// value as compact JSON text.
+func PartText(p *protocol.Part) string {
+	if p.Type == protocol.PartJSON {
+		return string(CompactJSON(p.JSON))
+	}
+	return p.Text
+}
+
+// ObjectText is a tool call's input received as a JSON object, as compact JSON text for
+// the protocol's arguments: an absent or unreadable input is "{}", what a stream that
+// sent no fragments amounts to.
+func ObjectText(raw json.RawMessage) string {
+	var buf bytes.Buffer
+	if len(bytes.TrimSpace(raw)) == 0 || json.Compact(&buf, raw) != nil {
+		return "{}"
+	}
+	return buf.String()
 }

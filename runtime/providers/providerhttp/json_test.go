@@ -5,6 +5,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/switchboard-dev/switchboard/runtime/protocol"
 )
 
 // streamChunk has the shapes a provider's stream unit has: nested objects, an array of
@@ -93,5 +95,26 @@ func BenchmarkDecodeChunk(b *testing.B) {
 				b.Fatal("decoded the wrong text")
 			}
 		})
+	}
+}
+
+// The shared JSON text helpers of the adapters' requests and answers.
+func TestJSONText(t *testing.T) {
+	if got := PartText(&protocol.Part{Type: protocol.PartJSON, JSON: json.RawMessage("{ \"a\" : [1, 2] }")}); got != `{"a":[1,2]}` {
+		t.Errorf("PartText(json) = %q", got)
+	}
+	if got := PartText(&protocol.Part{Type: protocol.PartText, Text: " as is "}); got != " as is " {
+		t.Errorf("PartText(text) = %q", got)
+	}
+	if got := CompactJSON(json.RawMessage(" \n")); got != nil {
+		t.Errorf("CompactJSON(blank) = %q, want nil", got)
+	}
+	if got := CompactJSON(json.RawMessage("{not json")); string(got) != "{not json" {
+		t.Errorf("CompactJSON(not JSON) = %q, want it as given", got)
+	}
+	for in, want := range map[string]string{"": "{}", "{ }": "{}", `{"k": 1}`: `{"k":1}`, "{broken": "{}"} {
+		if got := ObjectText(json.RawMessage(in)); got != want {
+			t.Errorf("ObjectText(%q) = %q, want %q", in, got, want)
+		}
 	}
 }

@@ -1,13 +1,13 @@
 package replicate
 
 import (
-	"bytes"
 	"encoding/json"
 	"slices"
 	"strings"
 
 	"github.com/switchboard-dev/switchboard/runtime/engine"
 	"github.com/switchboard-dev/switchboard/runtime/protocol"
+	"github.com/switchboard-dev/switchboard/runtime/providers/providerhttp"
 	"github.com/switchboard-dev/switchboard/runtime/routing"
 )
 
@@ -200,7 +200,7 @@ func buildInput(parts []protocol.Part, params map[string]json.RawMessage) map[st
 		case protocol.PartText:
 			texts = append(texts, p.Text)
 		case protocol.PartJSON:
-			texts = append(texts, compactJSON(p.JSON))
+			texts = append(texts, providerhttp.PartText(p))
 		default:
 			input[mediaKeys[p.Type]] = jsonString(mediaValue(p))
 		}
@@ -209,16 +209,6 @@ func buildInput(parts []protocol.Part, params map[string]json.RawMessage) map[st
 		input[promptKey] = jsonString(strings.Join(texts, promptSeparator))
 	}
 	return input
-}
-
-// compactJSON is a json part's value as compact JSON text (as given if it is not JSON,
-// which DecodeRequest never lets through).
-func compactJSON(raw json.RawMessage) string {
-	var buf bytes.Buffer
-	if err := json.Compact(&buf, raw); err != nil {
-		return string(raw)
-	}
-	return buf.String()
 }
 
 // mediaValue is what Replicate accepts for a file input: an HTTP URL, or a data URI for
