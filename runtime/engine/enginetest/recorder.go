@@ -164,3 +164,30 @@ func Materialize(t testing.TB, id string, events []protocol.Event) protocol.Snap
 	}
 	return s
 }
+
+// The events adapter tests expect most, as Encode makes them.
+
+// TextDelta is an output.delta of s at output 0.
+func TextDelta(s string) Emitted {
+	return Encode(protocol.EventOutputDelta, protocol.OutputDeltaData{Index: 0, Type: "text", Text: s})
+}
+
+// ToolStarted is a tool.call.started.
+func ToolStarted(index int, id, name string) Emitted {
+	return Encode(protocol.EventToolCallStarted, protocol.ToolCallStartedData{Index: index, CallID: id, Name: name})
+}
+
+// ArgsDelta is a tool.call.arguments.delta.
+func ArgsDelta(id, delta string) Emitted {
+	return Encode(protocol.EventToolCallArgsDelta, protocol.ToolCallArgsDeltaData{CallID: id, Delta: delta})
+}
+
+// UsageReported is a usage.reported of entries.
+func UsageReported(entries ...protocol.Usage) Emitted {
+	return Encode(protocol.EventUsageReported, protocol.UsageReportedData{Usage: entries})
+}
+
+// ProviderUsage is a usage entry the provider reported.
+func ProviderUsage(unit string, n float64) protocol.Usage {
+	return protocol.Usage{Unit: unit, Quantity: n, Source: protocol.SourceProvider}
+}

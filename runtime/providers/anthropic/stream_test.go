@@ -25,9 +25,9 @@ func TestStreamText(t *testing.T) {
 	}
 
 	diffEvents(t, res.events, []enginetest.Emitted{
-		textDelta("Hello"),
-		textDelta("!"),
-		usageReported(tokens(protocol.UnitInputTokens, 25), tokens(protocol.UnitOutputTokens, 15)),
+		enginetest.TextDelta("Hello"),
+		enginetest.TextDelta("!"),
+		enginetest.UsageReported(enginetest.ProviderUsage(protocol.UnitInputTokens, 25), enginetest.ProviderUsage(protocol.UnitOutputTokens, 15)),
 	})
 	diffSnapshot(t, materialize(t, res), protocol.Snapshot{
 		ID:           "exe_test",
@@ -36,7 +36,7 @@ func TestStreamText(t *testing.T) {
 		Output:       []protocol.OutputPart{{Index: 0, Type: "text", Text: "Hello!"}},
 		ToolCalls:    []protocol.ToolCall{},
 		Artifacts:    []protocol.Artifact{},
-		Usage:        []protocol.Usage{tokens(protocol.UnitInputTokens, 25), tokens(protocol.UnitOutputTokens, 15)},
+		Usage:        []protocol.Usage{enginetest.ProviderUsage(protocol.UnitInputTokens, 25), enginetest.ProviderUsage(protocol.UnitOutputTokens, 15)},
 		FinishReason: "end_turn",
 	})
 
@@ -78,14 +78,14 @@ func TestStreamToolUse(t *testing.T) {
 	const id = "toolu_01SwbdWeatherCall0001"
 	var want []enginetest.Emitted
 	for _, s := range []string{"Okay", ",", " let", "'s", " check", " the", " weather", " for", " San", " Francisco", ",", " CA", ":"} {
-		want = append(want, textDelta(s))
+		want = append(want, enginetest.TextDelta(s))
 	}
-	want = append(want, toolStarted(0, id, "get_weather"))
+	want = append(want, enginetest.ToolStarted(0, id, "get_weather"))
 	// The documented stream opens with an empty fragment; it carries nothing and is skipped.
 	for _, s := range []string{`{"location":`, ` "San`, ` Francisc`, `o,`, ` CA"`, `, `, `"unit": "fah`, `renheit"}`} {
-		want = append(want, argsDelta(id, s))
+		want = append(want, enginetest.ArgsDelta(id, s))
 	}
-	want = append(want, usageReported(tokens(protocol.UnitInputTokens, 472), tokens(protocol.UnitOutputTokens, 89)))
+	want = append(want, enginetest.UsageReported(enginetest.ProviderUsage(protocol.UnitInputTokens, 472), enginetest.ProviderUsage(protocol.UnitOutputTokens, 89)))
 	diffEvents(t, res.events, want)
 
 	diffSnapshot(t, materialize(t, res), protocol.Snapshot{
@@ -95,7 +95,7 @@ func TestStreamToolUse(t *testing.T) {
 		Output:    []protocol.OutputPart{{Index: 0, Type: "text", Text: "Okay, let's check the weather for San Francisco, CA:"}},
 		ToolCalls: []protocol.ToolCall{{Index: 0, CallID: id, Name: "get_weather", Arguments: `{"location": "San Francisco, CA", "unit": "fahrenheit"}`}},
 		Artifacts: []protocol.Artifact{},
-		Usage:     []protocol.Usage{tokens(protocol.UnitInputTokens, 472), tokens(protocol.UnitOutputTokens, 89)},
+		Usage:     []protocol.Usage{enginetest.ProviderUsage(protocol.UnitInputTokens, 472), enginetest.ProviderUsage(protocol.UnitOutputTokens, 89)},
 		// tool_use is the provider's stop reason, passed through as it is.
 		FinishReason: "tool_use",
 	})
@@ -116,9 +116,9 @@ func TestStreamToolWithoutInput(t *testing.T) {
 	const id = "toolu_01SwbdGetTimeCall00001"
 	// No fragment arrived, so the arguments are the empty object the block opened with.
 	diffEvents(t, res.events, []enginetest.Emitted{
-		toolStarted(0, id, "get_time"),
-		argsDelta(id, "{}"),
-		usageReported(tokens(protocol.UnitInputTokens, 310), tokens(protocol.UnitOutputTokens, 31)),
+		enginetest.ToolStarted(0, id, "get_time"),
+		enginetest.ArgsDelta(id, "{}"),
+		enginetest.UsageReported(enginetest.ProviderUsage(protocol.UnitInputTokens, 310), enginetest.ProviderUsage(protocol.UnitOutputTokens, 31)),
 	})
 }
 
@@ -132,15 +132,15 @@ func TestStreamUsageWithCache(t *testing.T) {
 	// message_start reported output 3 and cache reads 0; message_delta's cumulative
 	// values replace them, and exactly one usage.reported follows message_stop.
 	wantUsage := []protocol.Usage{
-		tokens(protocol.UnitInputTokens, 21),
-		tokens(protocol.UnitOutputTokens, 393),
-		tokens(protocol.UnitCacheReadTokens, 2048),
-		tokens(protocol.UnitCacheWriteTokens, 188086),
+		enginetest.ProviderUsage(protocol.UnitInputTokens, 21),
+		enginetest.ProviderUsage(protocol.UnitOutputTokens, 393),
+		enginetest.ProviderUsage(protocol.UnitCacheReadTokens, 2048),
+		enginetest.ProviderUsage(protocol.UnitCacheWriteTokens, 188086),
 	}
 	diffEvents(t, res.events, []enginetest.Emitted{
-		textDelta("The major themes"),
-		textDelta(" are pride and prejudice."),
-		usageReported(wantUsage...),
+		enginetest.TextDelta("The major themes"),
+		enginetest.TextDelta(" are pride and prejudice."),
+		enginetest.UsageReported(wantUsage...),
 	})
 	diffSnapshot(t, materialize(t, res), protocol.Snapshot{
 		ID:           "exe_test",
@@ -159,8 +159,8 @@ func TestStreamRefusal(t *testing.T) {
 	res := run(t, deployment(up.URL, streaming), hello(t))
 
 	diffEvents(t, res.events, []enginetest.Emitted{
-		textDelta("I can"),
-		usageReported(tokens(protocol.UnitInputTokens, 25), tokens(protocol.UnitOutputTokens, 2)),
+		enginetest.TextDelta("I can"),
+		enginetest.UsageReported(enginetest.ProviderUsage(protocol.UnitInputTokens, 25), enginetest.ProviderUsage(protocol.UnitOutputTokens, 2)),
 	})
 	got := asError(t, res.err)
 	want := &protocol.Error{
@@ -193,7 +193,7 @@ func TestStreamErrorEvent(t *testing.T) {
 		// Before any output the engine may fall back to another deployment.
 		{name: "before output", file: "stream_overloaded.sse", wantRetryable: true},
 		// After output the failure is terminal, and the flag says so (as for truncation).
-		{name: "after output", file: "stream_overloaded_after_output.sse", events: []enginetest.Emitted{textDelta("Hello")}},
+		{name: "after output", file: "stream_overloaded_after_output.sse", events: []enginetest.Emitted{enginetest.TextDelta("Hello")}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			up := newUpstream(t, http.StatusOK, tc.file, "request-id", "req_01SwbdOverloaded000001")
@@ -227,7 +227,7 @@ func TestStreamTruncated(t *testing.T) {
 	}{
 		{name: "before output", file: "stream_truncated_before_output.sse", wantRetryable: true},
 		// The file is also cut mid-frame: the incomplete frame is discarded, not applied.
-		{name: "after output", file: "stream_truncated_after_output.sse", events: []enginetest.Emitted{textDelta("Hello")}},
+		{name: "after output", file: "stream_truncated_after_output.sse", events: []enginetest.Emitted{enginetest.TextDelta("Hello")}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			up := newUpstream(t, http.StatusOK, tc.file)
@@ -275,7 +275,7 @@ func TestStreamStalled(t *testing.T) {
 	defer cancel()
 	res := runCtx(t, ctx, deployment(up.URL, streaming), hello(t))
 
-	diffEvents(t, res.events, []enginetest.Emitted{textDelta("Hello")})
+	diffEvents(t, res.events, []enginetest.Emitted{enginetest.TextDelta("Hello")})
 	got := asError(t, res.err)
 	if got.Code != protocol.CodeProviderTimeout {
 		t.Errorf("error code = %s, want provider_timeout", got.Code)
@@ -295,8 +295,8 @@ func TestNonStreaming(t *testing.T) {
 			t.Fatalf("Execute: %v", res.err)
 		}
 		diffEvents(t, res.events, []enginetest.Emitted{
-			textDelta("Hi! My name is Claude."),
-			usageReported(tokens(protocol.UnitInputTokens, 2095), tokens(protocol.UnitOutputTokens, 503)),
+			enginetest.TextDelta("Hi! My name is Claude."),
+			enginetest.UsageReported(enginetest.ProviderUsage(protocol.UnitInputTokens, 2095), enginetest.ProviderUsage(protocol.UnitOutputTokens, 503)),
 		})
 		diffSnapshot(t, materialize(t, res), protocol.Snapshot{
 			ID:           "exe_test",
@@ -305,7 +305,7 @@ func TestNonStreaming(t *testing.T) {
 			Output:       []protocol.OutputPart{{Index: 0, Type: "text", Text: "Hi! My name is Claude."}},
 			ToolCalls:    []protocol.ToolCall{},
 			Artifacts:    []protocol.Artifact{},
-			Usage:        []protocol.Usage{tokens(protocol.UnitInputTokens, 2095), tokens(protocol.UnitOutputTokens, 503)},
+			Usage:        []protocol.Usage{enginetest.ProviderUsage(protocol.UnitInputTokens, 2095), enginetest.ProviderUsage(protocol.UnitOutputTokens, 503)},
 			FinishReason: "end_turn",
 		})
 		c := up.only(t)
@@ -334,10 +334,10 @@ func TestNonStreaming(t *testing.T) {
 		}
 		const id = "toolu_01SwbdWeatherCall0002"
 		diffEvents(t, res.events, []enginetest.Emitted{
-			textDelta("I'll check the current weather in San Francisco for you."),
-			toolStarted(0, id, "get_weather"),
-			argsDelta(id, `{"location":"San Francisco, CA","unit":"celsius"}`),
-			usageReported(tokens(protocol.UnitInputTokens, 384), tokens(protocol.UnitOutputTokens, 77)),
+			enginetest.TextDelta("I'll check the current weather in San Francisco for you."),
+			enginetest.ToolStarted(0, id, "get_weather"),
+			enginetest.ArgsDelta(id, `{"location":"San Francisco, CA","unit":"celsius"}`),
+			enginetest.UsageReported(enginetest.ProviderUsage(protocol.UnitInputTokens, 384), enginetest.ProviderUsage(protocol.UnitOutputTokens, 77)),
 		})
 		diffSnapshot(t, materialize(t, res), protocol.Snapshot{
 			ID:           "exe_test",
@@ -346,7 +346,7 @@ func TestNonStreaming(t *testing.T) {
 			Output:       []protocol.OutputPart{{Index: 0, Type: "text", Text: "I'll check the current weather in San Francisco for you."}},
 			ToolCalls:    []protocol.ToolCall{{Index: 0, CallID: id, Name: "get_weather", Arguments: `{"location":"San Francisco, CA","unit":"celsius"}`}},
 			Artifacts:    []protocol.Artifact{},
-			Usage:        []protocol.Usage{tokens(protocol.UnitInputTokens, 384), tokens(protocol.UnitOutputTokens, 77)},
+			Usage:        []protocol.Usage{enginetest.ProviderUsage(protocol.UnitInputTokens, 384), enginetest.ProviderUsage(protocol.UnitOutputTokens, 77)},
 			FinishReason: "tool_use",
 		})
 	})

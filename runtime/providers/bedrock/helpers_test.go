@@ -257,28 +257,6 @@ func testdata(t *testing.T, name string) []byte {
 	return b
 }
 
-// --- expected events ------------------------------------------------------------------
-
-func textDelta(s string) enginetest.Emitted {
-	return enginetest.Encode(protocol.EventOutputDelta, protocol.OutputDeltaData{Index: 0, Type: "text", Text: s})
-}
-
-func toolStarted(index int, id, name string) enginetest.Emitted {
-	return enginetest.Encode(protocol.EventToolCallStarted, protocol.ToolCallStartedData{Index: index, CallID: id, Name: name})
-}
-
-func argsDelta(id, delta string) enginetest.Emitted {
-	return enginetest.Encode(protocol.EventToolCallArgsDelta, protocol.ToolCallArgsDeltaData{CallID: id, Delta: delta})
-}
-
-func usageReported(entries ...protocol.Usage) enginetest.Emitted {
-	return enginetest.Encode(protocol.EventUsageReported, protocol.UsageReportedData{Usage: entries})
-}
-
-func tokens(unit string, n float64) protocol.Usage {
-	return protocol.Usage{Unit: unit, Quantity: n, Source: protocol.SourceProvider}
-}
-
 // --- running an attempt ---------------------------------------------------------------
 
 // result is what one attempt produced.

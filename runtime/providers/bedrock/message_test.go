@@ -17,8 +17,8 @@ func TestConverseText(t *testing.T) {
 		t.Fatalf("Execute = %+v, %v", res.outcome, res.err)
 	}
 	diffEvents(t, res.events, []enginetest.Emitted{
-		textDelta("Hello! How can I help?"),
-		usageReported(tokens(protocol.UnitInputTokens, 12), tokens(protocol.UnitOutputTokens, 9)),
+		enginetest.TextDelta("Hello! How can I help?"),
+		enginetest.UsageReported(enginetest.ProviderUsage(protocol.UnitInputTokens, 12), enginetest.ProviderUsage(protocol.UnitOutputTokens, 9)),
 	})
 	c := up.only(t)
 	if c.Header.Get("Accept") != "application/json" {
@@ -37,11 +37,11 @@ func TestConverseToolUse(t *testing.T) {
 	}
 	const id = "tooluse_kZJMlvQmRJ6eAyJE5GIl7Q"
 	diffEvents(t, res.events, []enginetest.Emitted{
-		textDelta("Let me check the weather."),
-		toolStarted(0, id, "get_weather"),
-		argsDelta(id, `{"city":"Paris","unit":"celsius"}`),
-		usageReported(tokens(protocol.UnitInputTokens, 402), tokens(protocol.UnitOutputTokens, 57),
-			tokens(protocol.UnitCacheReadTokens, 128), tokens(protocol.UnitCacheWriteTokens, 0)),
+		enginetest.TextDelta("Let me check the weather."),
+		enginetest.ToolStarted(0, id, "get_weather"),
+		enginetest.ArgsDelta(id, `{"city":"Paris","unit":"celsius"}`),
+		enginetest.UsageReported(enginetest.ProviderUsage(protocol.UnitInputTokens, 402), enginetest.ProviderUsage(protocol.UnitOutputTokens, 57),
+			enginetest.ProviderUsage(protocol.UnitCacheReadTokens, 128), enginetest.ProviderUsage(protocol.UnitCacheWriteTokens, 0)),
 	})
 	if snap := materialize(t, res); len(snap.ToolCalls) != 1 || snap.ToolCalls[0].Arguments != `{"city":"Paris","unit":"celsius"}` {
 		t.Errorf("snapshot tool calls = %+v", snap.ToolCalls)

@@ -26,11 +26,11 @@ func TestStreamText(t *testing.T) {
 	if res.err != nil {
 		t.Fatalf("Execute: %v", res.err)
 	}
-	wantUsage := []protocol.Usage{tokens(protocol.UnitInputTokens, 12), tokens(protocol.UnitOutputTokens, 9)}
+	wantUsage := []protocol.Usage{enginetest.ProviderUsage(protocol.UnitInputTokens, 12), enginetest.ProviderUsage(protocol.UnitOutputTokens, 9)}
 	diffEvents(t, res.events, []enginetest.Emitted{
-		textDelta("Hello"),
-		textDelta("! How can I help?"),
-		usageReported(wantUsage...),
+		enginetest.TextDelta("Hello"),
+		enginetest.TextDelta("! How can I help?"),
+		enginetest.UsageReported(wantUsage...),
 	})
 	snap := materialize(t, res)
 	if snap.Status != protocol.StatusCompleted || snap.FinishReason != "end_turn" || len(snap.Output) != 1 ||
@@ -57,13 +57,13 @@ func TestStreamToolUse(t *testing.T) {
 	const id = "tooluse_kZJMlvQmRJ6eAyJE5GIl7Q"
 	// The empty first fragment carries nothing and is skipped.
 	diffEvents(t, res.events, []enginetest.Emitted{
-		textDelta("Let me check"),
-		textDelta(" the weather."),
-		toolStarted(0, id, "get_weather"),
-		argsDelta(id, `{"city":`),
-		argsDelta(id, ` "Par`),
-		argsDelta(id, `is"}`),
-		usageReported(tokens(protocol.UnitInputTokens, 402), tokens(protocol.UnitOutputTokens, 57)),
+		enginetest.TextDelta("Let me check"),
+		enginetest.TextDelta(" the weather."),
+		enginetest.ToolStarted(0, id, "get_weather"),
+		enginetest.ArgsDelta(id, `{"city":`),
+		enginetest.ArgsDelta(id, ` "Par`),
+		enginetest.ArgsDelta(id, `is"}`),
+		enginetest.UsageReported(enginetest.ProviderUsage(protocol.UnitInputTokens, 402), enginetest.ProviderUsage(protocol.UnitOutputTokens, 57)),
 	})
 	snap := materialize(t, res)
 	if snap.FinishReason != "tool_use" || len(snap.ToolCalls) != 1 || snap.ToolCalls[0].Arguments != `{"city": "Paris"}` ||
@@ -81,9 +81,9 @@ func TestStreamToolWithoutInput(t *testing.T) {
 	}
 	const id = "tooluse_GetTime0000000000001"
 	diffEvents(t, res.events, []enginetest.Emitted{
-		toolStarted(0, id, "get_time"),
-		argsDelta(id, "{}"),
-		usageReported(tokens(protocol.UnitInputTokens, 310), tokens(protocol.UnitOutputTokens, 31)),
+		enginetest.ToolStarted(0, id, "get_time"),
+		enginetest.ArgsDelta(id, "{}"),
+		enginetest.UsageReported(enginetest.ProviderUsage(protocol.UnitInputTokens, 310), enginetest.ProviderUsage(protocol.UnitOutputTokens, 31)),
 	})
 }
 
@@ -94,13 +94,13 @@ func TestStreamUsageWithCache(t *testing.T) {
 		t.Fatalf("Execute: %v", res.err)
 	}
 	diffEvents(t, res.events, []enginetest.Emitted{
-		textDelta("The major themes"),
-		textDelta(" are pride and prejudice."),
-		usageReported(
-			tokens(protocol.UnitInputTokens, 21),
-			tokens(protocol.UnitOutputTokens, 393),
-			tokens(protocol.UnitCacheReadTokens, 2048),
-			tokens(protocol.UnitCacheWriteTokens, 188086),
+		enginetest.TextDelta("The major themes"),
+		enginetest.TextDelta(" are pride and prejudice."),
+		enginetest.UsageReported(
+			enginetest.ProviderUsage(protocol.UnitInputTokens, 21),
+			enginetest.ProviderUsage(protocol.UnitOutputTokens, 393),
+			enginetest.ProviderUsage(protocol.UnitCacheReadTokens, 2048),
+			enginetest.ProviderUsage(protocol.UnitCacheWriteTokens, 188086),
 		),
 	})
 }
@@ -114,8 +114,8 @@ func TestStreamReasoningIgnored(t *testing.T) {
 		t.Fatalf("Execute: %v", res.err)
 	}
 	diffEvents(t, res.events, []enginetest.Emitted{
-		textDelta("Hi!"),
-		usageReported(tokens(protocol.UnitInputTokens, 40), tokens(protocol.UnitOutputTokens, 22)),
+		enginetest.TextDelta("Hi!"),
+		enginetest.UsageReported(enginetest.ProviderUsage(protocol.UnitInputTokens, 40), enginetest.ProviderUsage(protocol.UnitOutputTokens, 22)),
 	})
 }
 
@@ -127,7 +127,7 @@ func TestStreamWithoutMetadata(t *testing.T) {
 	if res.err != nil || res.outcome.FinishReason != "max_tokens" {
 		t.Fatalf("Execute = %+v, %v", res.outcome, res.err)
 	}
-	diffEvents(t, res.events, []enginetest.Emitted{textDelta("Hi")})
+	diffEvents(t, res.events, []enginetest.Emitted{enginetest.TextDelta("Hi")})
 }
 
 // TestStreamStallAfterStop: a stream that stalls after messageStop ends the attempt
@@ -155,8 +155,8 @@ func TestStreamGuardrail(t *testing.T) {
 	up := newUpstream(t, streamReply(script(t, "guardrail.json"), "x-amzn-RequestId", "req-guardrail-1"))
 	res := run(t, deployment(up.URL, streaming), hello(t))
 	diffEvents(t, res.events, []enginetest.Emitted{
-		textDelta("Sorry, the model cannot answer this question."),
-		usageReported(tokens(protocol.UnitInputTokens, 25), tokens(protocol.UnitOutputTokens, 0)),
+		enginetest.TextDelta("Sorry, the model cannot answer this question."),
+		enginetest.UsageReported(enginetest.ProviderUsage(protocol.UnitInputTokens, 25), enginetest.ProviderUsage(protocol.UnitOutputTokens, 0)),
 	})
 	got := asError(t, res.err)
 	want := &protocol.Error{Code: protocol.CodeContentFiltered, Message: got.Message,
@@ -221,7 +221,7 @@ func TestStreamThrottledScripts(t *testing.T) {
 		retryable bool
 	}{
 		{file: "throttled.json", retryable: true},
-		{file: "throttled_after_output.json", events: []enginetest.Emitted{textDelta("Hello")}},
+		{file: "throttled_after_output.json", events: []enginetest.Emitted{enginetest.TextDelta("Hello")}},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
 			up := newUpstream(t, streamReply(script(t, tc.file)))
@@ -242,7 +242,7 @@ func TestStreamTruncated(t *testing.T) {
 		retryable bool
 	}{
 		{name: "before output", body: script(t, "truncated_before_output.json"), retryable: true},
-		{name: "after output", body: script(t, "truncated_after_output.json"), events: []enginetest.Emitted{textDelta("Hello")}},
+		{name: "after output", body: script(t, "truncated_after_output.json"), events: []enginetest.Emitted{enginetest.TextDelta("Hello")}},
 		{name: "inside a frame", body: script(t, "truncated_after_output.json")[:40], retryable: true},
 		{name: "empty body", retryable: true},
 	} {
@@ -276,7 +276,7 @@ func TestStreamBadChecksum(t *testing.T) {
 	}{
 		{name: "payload byte, first frame", body: append(flip(good, len(good)-10), stop...), retryable: true},
 		{name: "message CRC byte, after output", body: append(append([]byte(nil), good...), flip(stop, len(stop)-1)...),
-			events: []enginetest.Emitted{textDelta("partial")}},
+			events: []enginetest.Emitted{enginetest.TextDelta("partial")}},
 		{name: "prelude byte", body: append(flip(good, 5), stop...), retryable: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -363,7 +363,7 @@ func TestStreamInvalidUTF8(t *testing.T) {
 	if res.err != nil {
 		t.Fatal(res.err)
 	}
-	diffEvents(t, res.events, []enginetest.Emitted{textDelta("ok\uFFFD\uFFFD!")})
+	diffEvents(t, res.events, []enginetest.Emitted{enginetest.TextDelta("ok\uFFFD\uFFFD!")})
 }
 
 // TestStreamIdentifiersChecked: a tool call whose id or name is not an identifier (or

@@ -136,7 +136,7 @@ func TestEchoedCredentialNeverSurfaces(t *testing.T) {
 		if res.err != nil {
 			t.Fatal(res.err)
 		}
-		diffEvents(t, res.events, []enginetest.Emitted{toolStarted(0, "call_0", "f"), argsDelta("call_0", "{}")})
+		diffEvents(t, res.events, []enginetest.Emitted{enginetest.ToolStarted(0, "call_0", "f"), enginetest.ArgsDelta("call_0", "{}")})
 		if res.outcome.FinishReason != "" || res.outcome.ResponseModel != "" {
 			t.Errorf("outcome %+v, want the echoed identifiers dropped", res.outcome)
 		}

@@ -31,69 +31,69 @@ func TestReplay(t *testing.T) {
 		{
 			name: "streamed text", file: "stream_text.sse", stream: true,
 			want: []enginetest.Emitted{
-				textDelta("Hello"), textDelta("! How can I help you today?"),
+				enginetest.TextDelta("Hello"), enginetest.TextDelta("! How can I help you today?"),
 				// usageMetadata is cumulative: the last chunk's is the answer's.
-				usageReported(tokens(protocol.UnitInputTokens, 8), tokens(protocol.UnitOutputTokens, 12)),
+				enginetest.UsageReported(enginetest.ProviderUsage(protocol.UnitInputTokens, 8), enginetest.ProviderUsage(protocol.UnitOutputTokens, 12)),
 			},
 			finish: "STOP", model: "gemini-2.5-flash",
 		},
 		{
 			name: "thoughts are skipped, thinking tokens are output and reasoning", file: "stream_thinking.sse", stream: true,
 			want: []enginetest.Emitted{
-				textDelta("Paris is the capital of France."),
-				usageReported(tokens(protocol.UnitInputTokens, 10), tokens(protocol.UnitOutputTokens, 127),
-					tokens(protocol.UnitCacheReadTokens, 4), tokens(protocol.UnitReasoningTokens, 120)),
+				enginetest.TextDelta("Paris is the capital of France."),
+				enginetest.UsageReported(enginetest.ProviderUsage(protocol.UnitInputTokens, 10), enginetest.ProviderUsage(protocol.UnitOutputTokens, 127),
+					enginetest.ProviderUsage(protocol.UnitCacheReadTokens, 4), enginetest.ProviderUsage(protocol.UnitReasoningTokens, 120)),
 			},
 			finish: "STOP", model: "gemini-2.5-pro",
 		},
 		{
 			name: "a function call: one start and its whole arguments", file: "stream_function_call.sse", stream: true,
 			want: []enginetest.Emitted{
-				toolStarted(0, "call_0", "get_current_temperature"), argsDelta("call_0", `{"location":"London"}`),
-				usageReported(tokens(protocol.UnitInputTokens, 45), tokens(protocol.UnitOutputTokens, 17)),
+				enginetest.ToolStarted(0, "call_0", "get_current_temperature"), enginetest.ArgsDelta("call_0", `{"location":"London"}`),
+				enginetest.UsageReported(enginetest.ProviderUsage(protocol.UnitInputTokens, 45), enginetest.ProviderUsage(protocol.UnitOutputTokens, 17)),
 			},
 			finish: "STOP", model: "gemini-2.5-flash",
 		},
 		{
 			name: "parallel calls, the provider's id when it sends one", file: "stream_parallel_calls.sse", stream: true,
 			want: []enginetest.Emitted{
-				textDelta("Setting the mood."),
-				toolStarted(0, "fc_sb_power", "power_disco_ball"), argsDelta("fc_sb_power", `{"power":true}`),
-				toolStarted(1, "call_1", "start_music"), argsDelta("call_1", `{"energetic":true,"loud":true}`),
-				toolStarted(2, "call_2", "dim_lights"), argsDelta("call_2", `{}`),
-				usageReported(tokens(protocol.UnitInputTokens, 130), tokens(protocol.UnitOutputTokens, 40)),
+				enginetest.TextDelta("Setting the mood."),
+				enginetest.ToolStarted(0, "fc_sb_power", "power_disco_ball"), enginetest.ArgsDelta("fc_sb_power", `{"power":true}`),
+				enginetest.ToolStarted(1, "call_1", "start_music"), enginetest.ArgsDelta("call_1", `{"energetic":true,"loud":true}`),
+				enginetest.ToolStarted(2, "call_2", "dim_lights"), enginetest.ArgsDelta("call_2", `{}`),
+				enginetest.UsageReported(enginetest.ProviderUsage(protocol.UnitInputTokens, 130), enginetest.ProviderUsage(protocol.UnitOutputTokens, 40)),
 			},
 			finish: "STOP", model: "gemini-2.5-flash",
 		},
 		{
 			name: "max tokens completes with the provider's reason", file: "stream_max_tokens.sse", stream: true,
 			want: []enginetest.Emitted{
-				textDelta("Once upon a time"),
-				usageReported(tokens(protocol.UnitInputTokens, 6), tokens(protocol.UnitOutputTokens, 4)),
+				enginetest.TextDelta("Once upon a time"),
+				enginetest.UsageReported(enginetest.ProviderUsage(protocol.UnitInputTokens, 6), enginetest.ProviderUsage(protocol.UnitOutputTokens, 4)),
 			},
 			finish: "MAX_TOKENS", model: "gemini-2.5-flash",
 		},
 		{
 			name: "a safety stop after output is content_filtered, usage still reported", file: "stream_safety.sse", stream: true,
 			want: []enginetest.Emitted{
-				textDelta("Here is how"),
-				usageReported(tokens(protocol.UnitInputTokens, 9), tokens(protocol.UnitOutputTokens, 3)),
+				enginetest.TextDelta("Here is how"),
+				enginetest.UsageReported(enginetest.ProviderUsage(protocol.UnitInputTokens, 9), enginetest.ProviderUsage(protocol.UnitOutputTokens, 3)),
 			},
 			code: protocol.CodeContentFiltered,
 		},
 		{
 			name: "a blocked prompt is content_filtered", file: "stream_prompt_blocked.sse", stream: true,
-			want: []enginetest.Emitted{usageReported(tokens(protocol.UnitInputTokens, 12))},
+			want: []enginetest.Emitted{enginetest.UsageReported(enginetest.ProviderUsage(protocol.UnitInputTokens, 12))},
 			code: protocol.CodeContentFiltered,
 		},
 		{
 			name: "an in-stream error after output", file: "stream_error_after_output.sse", stream: true,
-			want: []enginetest.Emitted{textDelta("The first")},
+			want: []enginetest.Emitted{enginetest.TextDelta("The first")},
 			code: protocol.CodeProviderUnavailable, retry: false,
 		},
 		{
 			name: "a stream without a finish reason after output", file: "stream_truncated_after_output.sse", stream: true,
-			want: []enginetest.Emitted{textDelta("The first")},
+			want: []enginetest.Emitted{enginetest.TextDelta("The first")},
 			code: protocol.CodeProviderUnavailable, retry: false,
 		},
 		{
@@ -103,25 +103,25 @@ func TestReplay(t *testing.T) {
 		{
 			name: "a whole answer is one delta", file: "generate_text.json",
 			want: []enginetest.Emitted{
-				textDelta("AI learns patterns from data to make predictions."),
-				usageReported(tokens(protocol.UnitInputTokens, 5), tokens(protocol.UnitOutputTokens, 9)),
+				enginetest.TextDelta("AI learns patterns from data to make predictions."),
+				enginetest.UsageReported(enginetest.ProviderUsage(protocol.UnitInputTokens, 5), enginetest.ProviderUsage(protocol.UnitOutputTokens, 9)),
 			},
 			finish: "STOP", model: "gemini-2.5-flash",
 		},
 		{
 			name: "a whole function call", file: "generate_function_call.json",
 			want: []enginetest.Emitted{
-				toolStarted(0, "call_0", "schedule_meeting"),
-				argsDelta("call_0", `{"attendees":["Bob","Alice"],"date":"2025-03-27","time":"10:00","topic":"Q3 planning"}`),
-				usageReported(tokens(protocol.UnitInputTokens, 110), tokens(protocol.UnitOutputTokens, 30)),
+				enginetest.ToolStarted(0, "call_0", "schedule_meeting"),
+				enginetest.ArgsDelta("call_0", `{"attendees":["Bob","Alice"],"date":"2025-03-27","time":"10:00","topic":"Q3 planning"}`),
+				enginetest.UsageReported(enginetest.ProviderUsage(protocol.UnitInputTokens, 110), enginetest.ProviderUsage(protocol.UnitOutputTokens, 30)),
 			},
 			finish: "STOP", model: "gemini-2.5-flash",
 		},
 		{
 			name: "a JSON answer on a streaming deployment is read whole", file: "generate_text.json", stream: true,
 			want: []enginetest.Emitted{
-				textDelta("AI learns patterns from data to make predictions."),
-				usageReported(tokens(protocol.UnitInputTokens, 5), tokens(protocol.UnitOutputTokens, 9)),
+				enginetest.TextDelta("AI learns patterns from data to make predictions."),
+				enginetest.UsageReported(enginetest.ProviderUsage(protocol.UnitInputTokens, 5), enginetest.ProviderUsage(protocol.UnitOutputTokens, 9)),
 			},
 			finish: "STOP", model: "gemini-2.5-flash",
 		},
@@ -255,7 +255,7 @@ func TestStreamOtherCandidatesAndUnknownPartsAreSkipped(t *testing.T) {
 	if res.err != nil {
 		t.Fatal(res.err)
 	}
-	diffEvents(t, res.events, []enginetest.Emitted{textDelta("mine")})
+	diffEvents(t, res.events, []enginetest.Emitted{enginetest.TextDelta("mine")})
 }
 
 func TestStreamMalformedChunk(t *testing.T) {
@@ -317,8 +317,8 @@ func TestJSONArrayOnAStreamingDeployment(t *testing.T) {
 	if res.err != nil || res.outcome.FinishReason != "STOP" {
 		t.Fatalf("Execute: %+v %v", res.outcome, res.err)
 	}
-	diffEvents(t, res.events, []enginetest.Emitted{textDelta("Hello"), textDelta(", world"),
-		usageReported(tokens(protocol.UnitInputTokens, 2), tokens(protocol.UnitOutputTokens, 3))})
+	diffEvents(t, res.events, []enginetest.Emitted{enginetest.TextDelta("Hello"), enginetest.TextDelta(", world"),
+		enginetest.UsageReported(enginetest.ProviderUsage(protocol.UnitInputTokens, 2), enginetest.ProviderUsage(protocol.UnitOutputTokens, 3))})
 }
 
 // TestStreamHeldOpenAfterFinishCompletes: Google's stream has no end marker, so a proxy
@@ -346,8 +346,8 @@ func TestStreamHeldOpenAfterFinishCompletes(t *testing.T) {
 	if d := time.Since(start); d > testTimeout/2 {
 		t.Errorf("Execute returned after %s, want soon after the finish reason", d)
 	}
-	diffEvents(t, res.events, []enginetest.Emitted{textDelta("done"),
-		usageReported(tokens(protocol.UnitInputTokens, 3), tokens(protocol.UnitOutputTokens, 1))})
+	diffEvents(t, res.events, []enginetest.Emitted{enginetest.TextDelta("done"),
+		enginetest.UsageReported(enginetest.ProviderUsage(protocol.UnitInputTokens, 3), enginetest.ProviderUsage(protocol.UnitOutputTokens, 1))})
 }
 
 // TestFunctionCallValidation: a functionCall whose name is not a tool name, or whose args
@@ -386,7 +386,7 @@ func TestFunctionCallValidation(t *testing.T) {
 				if res.err != nil {
 					t.Fatalf("Execute: %v", res.err)
 				}
-				diffEvents(t, res.events, []enginetest.Emitted{toolStarted(0, "call_0", "dim_lights"), argsDelta("call_0", "{}")})
+				diffEvents(t, res.events, []enginetest.Emitted{enginetest.ToolStarted(0, "call_0", "dim_lights"), enginetest.ArgsDelta("call_0", "{}")})
 				return
 			}
 			pe := asError(t, res.err)
@@ -418,9 +418,9 @@ func TestCallIDsAreUnique(t *testing.T) {
 		t.Fatal(res.err)
 	}
 	diffEvents(t, res.events, []enginetest.Emitted{
-		toolStarted(0, "call_1", "a"), argsDelta("call_1", "{}"),
-		toolStarted(1, "call_2", "b"), argsDelta("call_2", "{}"),
-		toolStarted(2, "call_3", "c"), argsDelta("call_3", "{}"),
-		toolStarted(3, "call_4", "d"), argsDelta("call_4", "{}"),
+		enginetest.ToolStarted(0, "call_1", "a"), enginetest.ArgsDelta("call_1", "{}"),
+		enginetest.ToolStarted(1, "call_2", "b"), enginetest.ArgsDelta("call_2", "{}"),
+		enginetest.ToolStarted(2, "call_3", "c"), enginetest.ArgsDelta("call_3", "{}"),
+		enginetest.ToolStarted(3, "call_4", "d"), enginetest.ArgsDelta("call_4", "{}"),
 	})
 }
