@@ -57,8 +57,19 @@ func Ops() []Op {
 type Timer func(op Op, d time.Duration)
 
 // Instrument returns s with every operation but Wait and WaitCancel timed by timer. It
-// only measures: every call and result passes through unchanged.
-func Instrument(s Store, timer Timer) Store { return &timed{s, timer} }
+// only measures: every call and result passes through unchanged. The result is an
+// Announcer when s is one (Announced is not timed: it never calls the backend).
+func Instrument(s Store, timer Timer) Store {
+	if a, ok := s.(Announcer); ok {
+		return &timedAnnouncer{timed{s, timer}, a}
+	}
+	return &timed{s, timer}
+}
+
+type timedAnnouncer struct {
+	timed
+	Announcer
+}
 
 type timed struct {
 	s     Store

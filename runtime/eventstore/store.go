@@ -180,6 +180,20 @@ type Store interface {
 	Close() error
 }
 
+// Announcer is implemented by a Store whose wake-ups carry the events they announce
+// (the Redis store, whose readers would otherwise make a round trip to Redis after each
+// one). A reader tailing an execution takes the events from Announced after Wait has
+// returned, and Reads only when it returns nil.
+type Announcer interface {
+	// Announced returns, in sequence order, the events of execution id after `after`
+	// that this Store's wake-ups have carried, at most limit of them (limit <= 0: no
+	// limit), or nil when it does not hold the event after `after`. It never blocks nor
+	// calls the backend. The events are what Read would have returned when the last of
+	// them was announced; an event announced since comes with a later call, so unlike
+	// Read it may return fewer events than are stored. They are the caller's own.
+	Announced(id string, after uint64, limit int) []protocol.Event
+}
+
 // Record is what the engine registers when it creates an execution.
 type Record struct {
 	// ID is the execution id (exe_…).

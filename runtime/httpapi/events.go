@@ -110,8 +110,10 @@ func (s *server) openStream(w http.ResponseWriter, r *http.Request, id string) (
 //
 // It is pull-based: the stream's only state is its cursor and its two frame buffers.
 // Read returns at most replayBatch events; when the stream has caught up, Wait blocks
-// until the store has something newer. Nothing is queued per subscriber, so a reader that
-// falls behind only falls further behind in the store, and the engine never waits for it.
+// until the store has something newer, which a store whose wake-ups carry the events
+// then hands over without a Read (eventstore.Announcer). Nothing is queued per
+// subscriber, so a reader that falls behind only falls further behind in the store, and
+// the engine never waits for it.
 func (s *server) tail(w http.ResponseWriter, r *http.Request, id string, cursor uint64) error {
 	ctx := r.Context()
 	out := frameWriter{w: w, rc: http.NewResponseController(w), timeout: s.writeTimeout}
@@ -124,11 +126,19 @@ func (s *server) tail(w http.ResponseWriter, r *http.Request, id string, cursor 
 	// The retry field opens the stream: with the first events when some are stored
 	// already (one write), else alone, so that the client sees the stream open.
 	opening := retryFrame
+	woken := false // Wait returned: the store may have announced what is newer
 	for {
-		events, err := s.store.Read(ctx, id, cursor, replayBatch)
-		if err != nil {
-			return err
+		var events []protocol.Event
+		if woken && s.announcer != nil {
+			events = s.announcer.Announced(id, cursor, replayBatch)
 		}
+		if events == nil {
+			var err error
+			if events, err = s.store.Read(ctx, id, cursor, replayBatch); err != nil {
+				return err
+			}
+		}
+		woken = false
 		if len(events) == 0 && opening != nil {
 			if err := out.write(opening); err != nil {
 				return err
@@ -170,6 +180,7 @@ func (s *server) tail(w http.ResponseWriter, r *http.Request, id string, cursor 
 			err := s.store.Wait(idle.ctx, id, cursor)
 			if err == nil {
 				idle.reset()
+				woken = true
 				break
 			}
 			if ctx.Err() != nil || !idle.fired() {

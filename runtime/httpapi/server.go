@@ -89,6 +89,7 @@ type Config struct {
 type server struct {
 	engine          *engine.Engine
 	store           eventstore.Store
+	announcer       eventstore.Announcer // store, when it is one; else nil
 	maxRequestBytes int64
 	idempotencyTTL  time.Duration
 	keepAlive       time.Duration
@@ -142,6 +143,7 @@ func newServer(cfg Config) *server {
 		lease:           cfg.ExecutionLease,
 		auth:            cfg.Auth,
 	}
+	s.announcer, _ = cfg.Store.(eventstore.Announcer)
 	if s.auth != nil {
 		s.tokens = cfg.StreamTokens
 	}

@@ -96,6 +96,38 @@ func decodeEvents(id string, reply []any) ([]protocol.Event, error) {
 	return out, nil
 }
 
+// decodeAnnounced turns the events wake-ups carried (see appendScript) into the events
+// of execution id, copying every payload into one buffer as decodeEvents does.
+func decodeAnnounced(id string, as []announcement) ([]protocol.Event, error) {
+	if len(as) == 0 {
+		return nil, nil
+	}
+	size := 0
+	for _, a := range as {
+		size += len(a.event)
+	}
+	buf := make([]byte, 0, size)
+	out := make([]protocol.Event, len(as))
+	for i, a := range as {
+		typ, rest, ok1 := strings.Cut(a.event, "\n")
+		ts, data, ok2 := strings.Cut(rest, "\n")
+		if !ok1 || !ok2 || data == "" || (data[0] != '0' && data[0] != '1') || (data[0] == '0' && len(data) > 1) {
+			return nil, fmt.Errorf("announced event %d: %w", a.seq, errCorrupt)
+		}
+		t, err := time.Parse(time.RFC3339Nano, ts)
+		if err != nil {
+			return nil, fmt.Errorf("announced event %d timestamp: %w", a.seq, err)
+		}
+		out[i] = protocol.Event{ExecutionID: id, Sequence: a.seq, Timestamp: t, Type: protocol.EventType(typ)}
+		if data[0] == '1' {
+			start := len(buf)
+			buf = append(buf, data[1:]...)
+			out[i].Data = buf[start:len(buf):len(buf)]
+		}
+	}
+	return out, nil
+}
+
 // decodeReservation turns reserveScript's reply for an existing reservation into the
 // Reservation and whether it is the caller's own.
 func decodeReservation(reply any) (eventstore.Reservation, bool, error) {

@@ -24,6 +24,14 @@ const (
 	commandTimeout = 5 * time.Second
 	// maxBackoff bounds the pause between attempts to reconnect to an unreachable Redis.
 	maxBackoff = 2 * time.Second
+
+	// A topic keeps the events its latest wake-ups carried, for readers catching up
+	// (announced): at most tailEvents of them and tailBytes of payloads, and all topics
+	// together at most hubTailBytes. A tailing reader is rarely more than a few events
+	// behind; one further behind reads from Redis.
+	tailEvents   = 64
+	tailBytes    = 256 << 10
+	hubTailBytes = 64 << 20
 )
 
 // hub carries the wake-ups of every blocked Wait and WaitCancel of one Store over a
@@ -32,14 +40,18 @@ const (
 // waiter) and could not be interrupted when its context ends.
 //
 // Each execution has two channels, one announcing appends (the sequence, marked when it
-// is the terminal event's) and one announcing cancel requests and the terminal event; a
-// channel is subscribed while someone waits on it (and for linger after). Messages say
-// "look again", and the state itself is read from the execution's keys, so a lost
-// message costs latency, never correctness. A waiter checks the state only after its
-// subscription is confirmed, so nothing published after the check can pass it by; and
-// while the subscription stays up nothing can be lost, so a reader whose cursor is at or
-// past the sequence the latest message announced need not read the state before
-// waiting (a topic is current).
+// is the terminal event's, and the event itself) and one announcing cancel requests and
+// the terminal event; a channel is subscribed while someone waits on it (and for linger
+// after). A message is published by the script that wrote what it announces, so it is a
+// fact about the stored state; but messages can be lost (a reconnect), so a waiter that
+// has not been told what it waits for reads the state from the execution's keys, and a
+// lost message costs latency, never correctness. A waiter checks the state only after
+// its subscription is confirmed, so nothing published after the check can pass it by;
+// and while the subscription stays up nothing can be lost, so a reader whose cursor is at
+// or past the sequence the latest message announced need not read the state before
+// waiting (a topic is current). The events the latest messages carried are kept (the
+// topic's tail), so that a reader woken by one takes it from there rather than from
+// Redis (announced).
 //
 // When the connection fails (an error, or no answer to a ping), the hub replaces it
 // with a new PubSub and subscribes again to every channel with waiters; each
@@ -61,6 +73,8 @@ type hub struct {
 	// a look at every topic (after a reconnect).
 	wanted map[string]struct{}
 	resync bool
+	// tailBytes is the size of the payloads all topics' tails hold.
+	tailBytes int
 }
 
 // topic is one channel and its local waiters. Its fields are guarded by hub.mu.
@@ -78,14 +92,30 @@ type topic struct {
 	last       uint64        // the sequence the latest message announced (wake channels)
 	// current: the latest message announced a sequence that is not the terminal event's,
 	// and the subscription has been live since, so no later message can have been lost.
-	current   bool
+	current bool
+	// kind is the latest message's kind: "event" or "terminal" on a wake channel (empty
+	// from a replica that sends only the sequence), "cancel" or "terminal" on a cancel
+	// channel.
+	kind string
+	// tail holds the events the latest messages of a wake channel carried, consecutive
+	// sequences in order; tailBytes is the size of their payloads.
+	tail      []announcement
+	tailBytes int
 	idleSince time.Time // when refs last dropped to 0
+}
+
+// announcement is an event a wake-up carried: its sequence, and the rest of the stored
+// event as the append script formats it (type, timestamp, has-data flag and data).
+type announcement struct {
+	seq   uint64
+	event string
 }
 
 // news is what a topic has received, for a waiter to decide whether to read the state.
 type news struct {
 	messages, last uint64
 	current        bool
+	kind           string
 }
 
 func newHub(client goredis.UniversalClient, done <-chan struct{}) *hub {
@@ -156,7 +186,56 @@ func (h *hub) watch(t *topic) (wake <-chan struct{}, n news) {
 	if t.wake == nil {
 		t.wake = make(chan struct{})
 	}
-	return t.wake, news{messages: t.messages, last: t.last, current: t.current}
+	return t.wake, news{messages: t.messages, last: t.last, current: t.current, kind: t.kind}
+}
+
+// announced returns the events after `after` in channel's tail, at most limit of them
+// (limit <= 0: all), or nil when the tail does not hold the event after `after`.
+func (h *hub) announced(channel string, after uint64, limit int) []announcement {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	t := h.topics[channel]
+	if t == nil || len(t.tail) == 0 || after+1 < t.tail[0].seq || after >= t.tail[len(t.tail)-1].seq {
+		return nil
+	}
+	tail := t.tail[after+1-t.tail[0].seq:]
+	if limit > 0 && len(tail) > limit {
+		tail = tail[:limit]
+	}
+	// A copy: the tail's array is shifted in place as events come.
+	return append([]announcement(nil), tail...)
+}
+
+// remember adds the event a wake-up of t carried to its tail. A sequence that does not
+// follow the tail's last (messages were lost) starts the tail again. Called with hub.mu
+// held.
+func (h *hub) remember(t *topic, seq uint64, event string) {
+	if n := len(t.tail); n > 0 && t.tail[n-1].seq+1 != seq {
+		h.forget(t, n)
+	}
+	if len(event) > tailBytes || h.tailBytes+len(event) > hubTailBytes {
+		h.forget(t, len(t.tail)) // kept without a gap or not at all
+		return
+	}
+	t.tail = append(t.tail, announcement{seq: seq, event: event})
+	t.tailBytes += len(event)
+	h.tailBytes += len(event)
+	drop := 0
+	for size := t.tailBytes; len(t.tail)-drop > tailEvents || size > tailBytes; drop++ {
+		size -= len(t.tail[drop].event)
+	}
+	h.forget(t, drop)
+}
+
+// forget drops the first n events of t's tail. Called with hub.mu held.
+func (h *hub) forget(t *topic, n int) {
+	for _, a := range t.tail[:n] {
+		t.tailBytes -= len(a.event)
+		h.tailBytes -= len(a.event)
+	}
+	kept := copy(t.tail, t.tail[n:])
+	clear(t.tail[kept:]) // let the dropped payloads go
+	t.tail = t.tail[:kept]
 }
 
 // poke asks manage to bring the subscriptions in line with the topics.
@@ -217,14 +296,20 @@ func (h *hub) sync(all bool) {
 			// Forgetting the topic right away is safe: a later join makes a new one,
 			// whose SUBSCRIBE follows this UNSUBSCRIBE on the same connection.
 			unsub = append(unsub, channel)
-			delete(h.topics, channel)
+			h.drop(channel, t)
 		case t.refs == 0 && !t.subscribed:
 			// Left behind by a reconnect: nothing to unsubscribe.
-			delete(h.topics, channel)
+			h.drop(channel, t)
 		}
 	}
 	h.mu.Unlock()
 	h.apply(ps, sub, unsub)
+}
+
+// drop forgets topic t of channel, and its tail. Called with hub.mu held.
+func (h *hub) drop(channel string, t *topic) {
+	h.forget(t, len(t.tail))
+	delete(h.topics, channel)
 }
 
 // apply sends the UNSUBSCRIBE and SUBSCRIBE that sync decided on ps.
@@ -350,12 +435,21 @@ func (h *hub) dispatch(msg any) {
 		if t == nil {
 			return
 		}
-		// A wake channel's payload is the appended sequence, followed by " terminal" for
-		// the terminal event; a cancel channel's payloads parse as 0.
-		seq, terminal, _ := strings.Cut(m.Payload, " ")
+		// A wake channel's payload is the appended sequence and the event's kind, then
+		// the event (see appendScript); a cancel channel's is its kind alone, and its
+		// sequence parses as 0.
+		head, event, carried := strings.Cut(m.Payload, "\n")
+		seq, kind, _ := strings.Cut(head, " ")
+		last, err := strconv.ParseUint(seq, 10, 64)
+		if err != nil {
+			last, kind = 0, head
+		}
 		t.messages++
-		t.last, _ = strconv.ParseUint(seq, 10, 64)
-		t.current = t.isReady && terminal != "terminal"
+		t.last, t.kind = last, kind
+		t.current = t.isReady && kind != "terminal"
+		if carried && t.last > 0 {
+			h.remember(t, t.last, event)
+		}
 		t.broadcast()
 	}
 }

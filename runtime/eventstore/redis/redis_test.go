@@ -711,8 +711,9 @@ func BenchmarkConcurrentAppend(b *testing.B) {
 	}
 }
 
-// countReads counts the state reads (HMGET) of waiters.
-type countReads struct{ reads atomic.Int64 }
+// countReads counts the state reads (HMGET) of waiters, and the scripts run (EVALSHA,
+// EVAL): with only a reader on the client, its Reads.
+type countReads struct{ reads, scripts atomic.Int64 }
 
 func (h *countReads) DialHook(next goredis.DialHook) goredis.DialHook { return next }
 
@@ -722,8 +723,11 @@ func (h *countReads) ProcessPipelineHook(next goredis.ProcessPipelineHook) gored
 
 func (h *countReads) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook {
 	return func(ctx context.Context, cmd goredis.Cmder) error {
-		if cmd.Name() == "hmget" {
+		switch cmd.Name() {
+		case "hmget":
 			h.reads.Add(1)
+		case "evalsha", "eval":
+			h.scripts.Add(1)
 		}
 		return next(ctx, cmd)
 	}
@@ -731,9 +735,10 @@ func (h *countReads) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook {
 
 // A reader tailing an execution on a subscription that stays live waits for each next
 // event without reading the execution's state: the wake-up of the event it has read
-// tells it that nothing newer exists yet. The terminal event's wake-up says it is the
-// terminal one, so a wait past it still reads the state and returns ErrTerminated at
-// once rather than at the next recheck.
+// tells it that nothing newer exists yet. The wake-up carries the event, which Announced
+// then returns without a Read. The terminal event's wake-up says it is the terminal
+// one, so a wait past it still reads the state and returns ErrTerminated at once rather
+// than at the next recheck.
 func TestLiveTailWaitsWithoutReads(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
@@ -770,22 +775,42 @@ func TestLiveTailWaitsWithoutReads(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+	unannounced := 0
 	for seq := uint64(2); seq <= events; seq++ {
-		typ, data := protocol.EventOutputDelta, `{"index":0,"text":"x"}`
-		if seq == events {
+		typ, data := protocol.EventOutputDelta, `{"index":0,"text":"x y\nz"}`
+		switch {
+		case seq == events:
 			typ, data = protocol.EventCompleted, `{}`
+		case seq == events-1:
+			typ, data = protocol.EventProgress, "" // no data at all
 		}
 		wait := first
 		if seq > 2 {
 			wait = make(chan error, 1)
 			go func() { wait <- s.Wait(ctx, id, seq-1) }()
 		}
-		if err := peer.Append(ctx, eventstore.NoFence, event(id, seq, typ, data)); err != nil {
+		ev := event(id, seq, typ, data)
+		if data == "" {
+			ev.Data = nil
+		}
+		if err := peer.Append(ctx, eventstore.NoFence, ev); err != nil {
 			t.Fatal(err)
 		}
 		if err := <-wait; err != nil {
 			t.Fatalf("Wait after %d: %v", seq-1, err)
 		}
+		got := s.Announced(id, seq-1, 0)
+		if got == nil {
+			unannounced++ // a wait answered by a read, before its wake-up came
+			continue
+		}
+		if diff := cmp.Diff([]protocol.Event{ev}, got); diff != "" {
+			t.Errorf("Announced after %d (-want +got):\n%s", seq-1, diff)
+		}
+	}
+	if unannounced > 2 || hook.scripts.Load() > 0 {
+		t.Errorf("%d of %d waits were followed by events the wake-ups did not carry, %d Reads; want at most 2 and none",
+			unannounced, events-1, hook.scripts.Load())
 	}
 	// Subscribing costs a read before and one after the subscription is live, and the
 	// second wait one more if it starts before the wake-up of the event the first read
@@ -799,5 +824,91 @@ func TestLiveTailWaitsWithoutReads(t *testing.T) {
 	defer cancelShort()
 	if err := s.Wait(short, id, events); !errors.Is(err, eventstore.ErrTerminated) {
 		t.Errorf("Wait past the terminal event = %v, want ErrTerminated", err)
+	}
+}
+
+// WaitCancel reads the execution's state once, when its subscription is live; the
+// cancel request's message, or the terminal event's, is the answer without another
+// read: "cancel" also when the execution ends after a cancel was requested.
+func TestWaitCancelReadsOnce(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	prefix := newPrefix(t)
+	client := newClient(t)
+	hook := &countReads{}
+	client.AddHook(hook)
+	s, err := redisstore.NewFromClient(client, redisstore.WithKeyPrefix(prefix), redisstore.WithRetention(retention))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	peer := openPeer(t, prefix)
+	admin := newClient(t)
+
+	for _, tc := range []struct {
+		name        string
+		cancel, end bool
+		want        error
+	}{
+		{name: "terminal", end: true, want: eventstore.ErrTerminated},
+		{name: "cancel", cancel: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			id := "exe_wait_cancel_" + strings.ReplaceAll(tc.name, " ", "_")
+			if _, err := peer.Create(ctx, eventstore.Record{ID: id}, "", 0); err != nil {
+				t.Fatal(err)
+			}
+			before := hook.reads.Load()
+			done := make(chan error, 1)
+			go func() { done <- s.WaitCancel(ctx, id) }()
+			channel := prefix + "{" + id + "}:cancel"
+			for ctx.Err() == nil {
+				subs, err := admin.PubSubNumSub(ctx, channel).Result()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if subs[channel] == 1 && hook.reads.Load() > before {
+					break // subscribed, and the read made once it is live is done
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+			if tc.cancel {
+				if err := peer.RequestCancel(ctx, id); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if tc.end {
+				if err := peer.Append(ctx, eventstore.NoFence, event(id, 1, protocol.EventFailed, `{}`)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := <-done; !errors.Is(err, tc.want) {
+				t.Errorf("WaitCancel = %v, want %v", err, tc.want)
+			}
+			if n := hook.reads.Load() - before; n != 1 {
+				t.Errorf("%d state reads, want 1", n)
+			}
+		})
+	}
+
+	// The terminal event of an execution whose cancel was requested (perhaps before a
+	// WaitCancel subscribed) says "cancel": WaitCancel's answer then.
+	const id = "exe_wait_cancel_cancelled_then_ended"
+	if _, err := peer.Create(ctx, eventstore.Record{ID: id}, "", 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := peer.RequestCancel(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	sub := admin.Subscribe(ctx, prefix+"{"+id+"}:cancel")
+	defer sub.Close()
+	if _, err := sub.Receive(ctx); err != nil { // the confirmation
+		t.Fatal(err)
+	}
+	if err := peer.Append(ctx, eventstore.NoFence, event(id, 1, protocol.EventFailed, `{}`)); err != nil {
+		t.Fatal(err)
+	}
+	if msg, err := sub.ReceiveMessage(ctx); err != nil || msg.Payload != "cancel" {
+		t.Errorf("terminal event of a cancelled execution published %v (%v), want cancel", msg, err)
 	}
 }

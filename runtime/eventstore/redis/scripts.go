@@ -131,6 +131,10 @@ return lease(1)
 // is recorded in the keys set, so that the terminal event can give all of them the
 // retention; while running, each write gives the keys it touches the orphan ttl along
 // with the meta hash and the stream.
+//
+// The wake-up it publishes is "<sequence> event" ("<sequence> terminal" for a terminal
+// event), a newline, and the event as stored: type, newline, timestamp, newline, the
+// has-data flag and the data (see hub.go, which hands it to readers).
 var appendScript = goredis.NewScript(`
 local state = redis.call('HMGET', KEYS[1], 'last_sequence', 'terminal', 'lease_fence')
 if not state[1] then
@@ -256,8 +260,12 @@ if ARGV[4] == '1' then
   redis.call('PEXPIRE', KEYS[1], ARGV[5])
   redis.call('PEXPIRE', KEYS[2], ARGV[5])
   redis.call('PEXPIRE', KEYS[3], ARGV[5])
-  -- The terminal event also ends every WaitCancel.
-  redis.call('PUBLISH', ARGV[8], 'terminal')
+  -- The terminal event also ends every WaitCancel, with the answer it gives.
+  if redis.call('HEXISTS', KEYS[1], 'cancel_requested') == 1 then
+    redis.call('PUBLISH', ARGV[8], 'cancel')
+  else
+    redis.call('PUBLISH', ARGV[8], 'terminal')
+  end
 elseif ARGV[6] ~= '0' then
   redis.call('PEXPIRE', KEYS[1], ARGV[6])
   redis.call('PEXPIRE', KEYS[2], ARGV[6])
@@ -266,12 +274,13 @@ elseif ARGV[6] ~= '0' then
     redis.call('PEXPIRE', k, ARGV[6])
   end
 end
--- Wake-ups announce the sequence, and which one ends the execution.
+-- Wake-ups announce the sequence, whether it ends the execution, and carry the event
+-- itself (see hub.go).
+local kind = ' event\n'
 if ARGV[4] == '1' then
-  redis.call('PUBLISH', ARGV[7], ARGV[1] .. ' terminal')
-else
-  redis.call('PUBLISH', ARGV[7], ARGV[1])
+  kind = ' terminal\n'
 end
+redis.call('PUBLISH', ARGV[7], ARGV[1] .. kind .. ARGV[2] .. '\n' .. ARGV[3] .. '\n' .. ARGV[9] .. (data or ''))
 return 0
 `)
 

@@ -32,8 +32,9 @@
 //	                          lease expiry in ms (see leases.go)
 //
 // and two pub/sub channels wake blocked callers: <prefix>{<id>}:wake (payload: the
-// appended sequence) and <prefix>{<id>}:cancel (payload: "cancel" or "terminal"). The
-// keys after events exist once the fold has written to them.
+// appended sequence and the event, see appendScript) and <prefix>{<id>}:cancel (payload:
+// "cancel" or "terminal", WaitCancel's answer). The keys after events exist once the
+// fold has written to them.
 //
 // # Consistency
 //
@@ -75,9 +76,13 @@
 // Wait and WaitCancel block on pub/sub, multiplexed over one connection per Store (see
 // hub), never on a pooled connection: they return as soon as their context ends or the
 // Store is closed. WaitCancel ends on the terminal event because the append of a
-// terminal event also publishes on the cancel channel. A failed read of the state (a
-// killed connection, Redis failing over) does not end them: they read again after a
-// short, growing pause.
+// terminal event also publishes on the cancel channel. A message received is a fact
+// about the stored state (the script that wrote it published it), so it answers a wait
+// without a read, and the events the wake-ups carry serve a tailing reader
+// (Announced); a read of the state is made once the subscription is live, after a
+// reconnect (messages may have been lost) and every recheck interval. A failed read of
+// the state (a killed connection, Redis failing over) does not end them: they read again
+// after a short, growing pause.
 package redis
 
 import (
@@ -582,33 +587,57 @@ func (s *Store) Read(ctx context.Context, id string, after uint64, limit int) ([
 	return evs, nil
 }
 
+// Announced implements eventstore.Announcer: the events of id after `after` that the
+// wake-ups received by this Store carried, kept by the hub while the execution's wake
+// channel is subscribed.
+func (s *Store) Announced(id string, after uint64, limit int) []protocol.Event {
+	if s.isClosed.Load() {
+		return nil
+	}
+	evs, err := decodeAnnounced(id, s.hub.announced(s.wakeChannel(id), after, limit))
+	if err != nil {
+		return nil // not this package's format: Read tells
+	}
+	return evs
+}
+
 // Wait implements eventstore.Store.
 func (s *Store) Wait(ctx context.Context, id string, after uint64) error {
 	if s.isClosed.Load() {
 		return eventstore.ErrClosed
 	}
-	check := func(ctx context.Context) (bool, error) {
-		vals, err := s.client.HMGet(ctx, s.metaKey(id), "last_sequence", "terminal").Result()
-		if err != nil {
-			return false, fmt.Errorf("wait on %s: %w", id, err)
-		}
-		last, ok := vals[0].(string)
-		if !ok {
-			return true, notFound(id)
-		}
-		n, err := strconv.ParseUint(last, 10, 64)
-		switch {
-		case err != nil:
-			return false, fmt.Errorf("wait on %s: corrupt meta hash: %w", id, err)
-		case n > after:
-			return true, nil
-		case vals[1] != nil:
-			return true, fmt.Errorf("wait on %s after %d: %w", id, after, eventstore.ErrTerminated)
-		}
-		return false, nil
-	}
-	// Wake-ups announce sequences: one past the cursor answers without a round trip.
-	return s.block(ctx, s.wakeChannel(id), check, &after)
+	return s.block(ctx, waiting{
+		channel: s.wakeChannel(id),
+		check: func(ctx context.Context) (bool, error) {
+			vals, err := s.client.HMGet(ctx, s.metaKey(id), "last_sequence", "terminal").Result()
+			if err != nil {
+				return false, fmt.Errorf("wait on %s: %w", id, err)
+			}
+			last, ok := vals[0].(string)
+			if !ok {
+				return true, notFound(id)
+			}
+			n, err := strconv.ParseUint(last, 10, 64)
+			switch {
+			case err != nil:
+				return false, fmt.Errorf("wait on %s: corrupt meta hash: %w", id, err)
+			case n > after:
+				return true, nil
+			case vals[1] != nil:
+				return true, fmt.Errorf("wait on %s after %d: %w", id, after, eventstore.ErrTerminated)
+			}
+			return false, nil
+		},
+		// A message announcing a sequence past the cursor answers without a read. One
+		// announcing no more than the cursor, and not the terminal event, on a
+		// subscription that has stayed up since, shows that nothing newer exists yet:
+		// the events up to the cursor were announced on it, and so will every later one
+		// be.
+		told:  func(n news) (bool, error) { return n.last > after, nil },
+		quiet: func(n news) bool { return n.current && n.last <= after },
+		// Most calls need not wait at all: answer those before subscribing.
+		precheck: true,
+	})
 }
 
 // RequestCancel implements eventstore.Store.
@@ -633,46 +662,79 @@ func (s *Store) WaitCancel(ctx context.Context, id string) error {
 	if s.isClosed.Load() {
 		return eventstore.ErrClosed
 	}
-	check := func(ctx context.Context) (bool, error) {
-		vals, err := s.client.HMGet(ctx, s.metaKey(id), "last_sequence", "cancel_requested", "terminal").Result()
-		switch {
-		case err != nil:
-			return false, fmt.Errorf("wait for cancel of %s: %w", id, err)
-		case vals[0] == nil:
-			return true, notFound(id)
-		case vals[1] != nil:
-			return true, nil
-		case vals[2] != nil:
-			return true, fmt.Errorf("wait for cancel of %s: %w", id, eventstore.ErrTerminated)
-		}
-		return false, nil
-	}
-	return s.block(ctx, s.cancelChannel(id), check, nil)
+	terminated := func() error { return fmt.Errorf("wait for cancel of %s: %w", id, eventstore.ErrTerminated) }
+	return s.block(ctx, waiting{
+		channel: s.cancelChannel(id),
+		check: func(ctx context.Context) (bool, error) {
+			vals, err := s.client.HMGet(ctx, s.metaKey(id), "last_sequence", "cancel_requested", "terminal").Result()
+			switch {
+			case err != nil:
+				return false, fmt.Errorf("wait for cancel of %s: %w", id, err)
+			case vals[0] == nil:
+				return true, notFound(id)
+			case vals[1] != nil:
+				return true, nil
+			case vals[2] != nil:
+				return true, terminated()
+			}
+			return false, nil
+		},
+		// The cancel script publishes "cancel" once it has recorded the request, and the
+		// append of the terminal event "terminal", or "cancel" when a cancel was
+		// requested before: either message is the answer.
+		told: func(n news) (bool, error) {
+			switch n.kind {
+			case "cancel":
+				return true, nil
+			case "terminal":
+				return true, terminated()
+			}
+			return false, nil
+		},
+		quiet: func(news) bool { return false },
+		// The runner calls it as it starts an execution, which is almost never cancelled
+		// already: a read before subscribing would be wasted.
+	})
 }
 
-// block waits on channel until check reports done. check reads the state from Redis and
-// reports done with the caller's answer, or not done with a nil error to keep waiting,
-// or not done with the error of a failed read. For a wake channel, after is the
-// caller's cursor, and the sequences the wake-ups announce may answer instead.
+// waiting is one blocked call (Wait or WaitCancel): its channel, how to read the state
+// it waits on, and what the channel's messages tell.
+type waiting struct {
+	channel string
+	// check reads the state from Redis and reports done with the call's answer, or not
+	// done with a nil error to keep waiting, or not done with the error of a failed read.
+	check func(context.Context) (bool, error)
+	// told reports whether the channel's messages answer the call without a read, and
+	// with what. It is asked only when messages were received.
+	told func(news) (bool, error)
+	// quiet reports whether the messages show that the state holds nothing for the call
+	// yet, as long as the subscription stays up: then it waits without a read.
+	quiet func(news) bool
+	// precheck reads the state before subscribing, for calls that usually need not wait.
+	precheck bool
+}
+
+// block waits on w.channel until w.check reports done or the messages answer (w.told).
 //
 // A failed read is retried after a pause that grows with consecutive failures, up to
 // maxBackoff: a killed connection or a Redis restarting for a moment must not end a
 // wait, or the engine would stop watching for cancels and a reader's stream would
-// break. So block returns only check's answer (nil, ErrTerminated, ErrNotFound),
+// break. So block returns only the call's answer (nil, ErrTerminated, ErrNotFound),
 // ctx.Err() or ErrClosed.
-func (s *Store) block(ctx context.Context, channel string, check func(context.Context) (bool, error), after *uint64) error {
-	t := s.hub.join(channel)
+func (s *Store) block(ctx context.Context, w waiting) error {
+	t := s.hub.join(w.channel)
 	defer s.hub.leave(t)
 	timer := time.NewTimer(recheckInterval)
 	defer timer.Stop()
 
 	if ready, live := s.hub.readyChan(t); !live {
-		// Most calls need not wait at all: answer those before subscribing. A failed
-		// read is simply made again below.
-		if done, err := s.checkNow(ctx, check); done {
-			return err
+		if w.precheck {
+			// A failed read is simply made again below.
+			if done, err := s.checkNow(ctx, w.check); done {
+				return err
+			}
 		}
-		// Only a check made once the subscription is live cannot miss a wake-up. If
+		// Only a check made once the subscription is live cannot miss a message. If
 		// it does not come in time (Redis unreachable), polling takes over.
 		select {
 		case <-ready:
@@ -685,32 +747,25 @@ func (s *Store) block(ctx context.Context, channel string, check func(context.Co
 		}
 	}
 
-	first := true
 	failures := 0
 	recheck := false // the recheck interval passed since the last read
-	var seen uint64  // messages t had received at the last check
 	for {
 		wake, heard := s.hub.watch(t)
-		// A message already announces what is waited for — a live tail whose channel
-		// stayed subscribed sees the next append's message before it waits again — so
-		// no read of the state is needed.
-		if (!first || heard.messages > 0) && heard.messages != seen && after != nil && heard.last > *after {
-			return nil
+		// Messages are facts about the stored state, however long ago they came.
+		if heard.messages > 0 {
+			if done, err := w.told(heard); done {
+				return err
+			}
 		}
-		// Nor is one needed while the subscription has stayed up since the latest message
-		// and that message announced no more than the caller's cursor, and not the
-		// terminal event: the events up to the cursor were announced after it on the
-		// same subscription, and so will every later one be. A confirmation after a
-		// reconnect (messages may have been lost) and each recheck interval lead to a read.
-		current := heard.current && after != nil && heard.last <= *after && !recheck
-		first, seen, recheck = false, heard.messages, false
-		if !current {
-			done, err := s.checkNow(ctx, check)
+		// A confirmation after a reconnect (messages may have been lost) and each
+		// recheck interval lead to a read.
+		if recheck || !w.quiet(heard) {
+			done, err := s.checkNow(ctx, w.check)
 			if done {
 				return err
 			}
 			if err != nil {
-				// Wake-ups are not waited for: the next read is the one that can tell.
+				// Messages are not waited for: the next read is the one that can tell.
 				failures++
 				if err := s.backoff(ctx, failures); err != nil {
 					return err
@@ -718,7 +773,7 @@ func (s *Store) block(ctx context.Context, channel string, check func(context.Co
 				continue
 			}
 		}
-		failures = 0
+		failures, recheck = 0, false
 		select {
 		case <-wake:
 		case <-timer.C:

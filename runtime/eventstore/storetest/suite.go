@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -710,32 +711,53 @@ func testConcurrentTail(t *testing.T, h Harness) {
 	ctx, cancel := context.WithTimeout(t.Context(), 3*timeout)
 	defer cancel()
 	id := create(t, h.Store)
+	want := events(id, tailEvents, true)
 
 	var wg, started sync.WaitGroup
+	var announced atomic.Int64 // events taken from Announced
 	started.Add(readers)
 	for r := range readers {
 		s := h.Store
 		if r%2 == 1 {
 			s = h.Peer
 		}
+		// Half the readers take what the wake-ups announced, as an event stream does,
+		// when the store announces events.
+		a, _ := s.(eventstore.Announcer)
+		if r%4 >= 2 {
+			a = nil
+		}
 		wg.Go(func() {
 			started.Done()
 			// Small batches make readers interleave with the writer.
 			limit := 1 + r%16
 			var after uint64
+			woken := false
 			for {
-				evs, err := s.Read(ctx, id, after, limit)
-				if err != nil {
-					t.Errorf("reader %d: Read(after %d): %v", r, after, err)
-					return
+				var evs []protocol.Event
+				if woken && a != nil {
+					if evs = a.Announced(id, after, limit); evs != nil {
+						announced.Add(int64(len(evs)))
+					}
+				}
+				if evs == nil {
+					var err error
+					if evs, err = s.Read(ctx, id, after, limit); err != nil {
+						t.Errorf("reader %d: Read(after %d): %v", r, after, err)
+						return
+					}
 				}
 				if len(evs) > limit {
-					t.Errorf("reader %d: Read(limit %d) returned %d events", r, limit, len(evs))
+					t.Errorf("reader %d: %d events for a limit of %d", r, len(evs), limit)
 					return
 				}
 				for _, ev := range evs {
 					if ev.Sequence != after+1 || ev.ExecutionID != id {
 						t.Errorf("reader %d: got event %s/%d after %d", r, ev.ExecutionID, ev.Sequence, after)
+						return
+					}
+					if diff := cmp.Diff(want[after], ev); diff != "" {
+						t.Errorf("reader %d: event %d differs from the appended one (-want +got):\n%s", r, ev.Sequence, diff)
 						return
 					}
 					after = ev.Sequence
@@ -750,6 +772,7 @@ func testConcurrentTail(t *testing.T, h Harness) {
 					t.Errorf("reader %d: Wait(after %d): %v", r, after, err)
 					return
 				}
+				woken = true
 			}
 		})
 	}
@@ -766,6 +789,7 @@ func testConcurrentTail(t *testing.T, h Harness) {
 		}
 	}
 	wg.Wait()
+	t.Logf("%d events taken from Announced", announced.Load())
 }
 
 func testCopies(t *testing.T, h Harness) {
