@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -50,16 +51,18 @@ func errOrphaned() *protocol.Error {
 
 // keepLease renews x's lease every third of its length until ctx ends. When the store
 // says another replica holds the lease now, it ends the execution with errLeaseLost. A
-// failed renewal is tried again at the next tick: the lease outlives two failures.
+// failed renewal is tried again at the next period: the lease outlives two failures.
+//
+// The renewals run on a timer rather than on a goroutine of their own: most executions
+// end before their first renewal, and then cost no goroutine and no wake-up for it.
 func (e *Engine) keepLease(ctx context.Context, x *execution, end context.CancelCauseFunc) {
-	t := time.NewTicker(e.lease / 3)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	period := e.lease / 3
+	var (
+		mu      sync.Mutex
+		stopped bool
+		t       *time.Timer
+	)
+	renew := func() {
 		_, err := e.store.Renew(ctx, x.id, x.w.fence, e.lease)
 		switch {
 		case err == nil:
@@ -73,7 +76,21 @@ func (e *Engine) keepLease(ctx context.Context, x *execution, end context.Cancel
 		default:
 			x.log.Error(err, "Cannot renew the execution's lease; retrying at the next renewal")
 		}
+		mu.Lock()
+		defer mu.Unlock()
+		if !stopped {
+			t.Reset(period)
+		}
 	}
+	mu.Lock()
+	defer mu.Unlock()
+	t = time.AfterFunc(period, renew)
+	context.AfterFunc(ctx, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		stopped = true
+		t.Stop()
+	})
 }
 
 // sweep looks for orphans until ctx ends: every third of the lease's length, and at least

@@ -38,7 +38,7 @@ func (e *Engine) run(parent context.Context, x *execution, body func(context.Con
 	// cleans up after a cancel, so leaseCtx ends last.
 	leaseCtx, stopLease := context.WithCancel(context.WithoutCancel(parent))
 	defer stopLease()
-	go e.keepLease(leaseCtx, x, cancel)
+	e.keepLease(leaseCtx, x, cancel)
 
 	if x.cancelRequested {
 		cancel(errCancelRequested)
