@@ -39,8 +39,18 @@ func runFanout(ctx context.Context, args []string, stdout, stderr io.Writer) (er
 	chunks := fs.Int("chunks", 2000, "output.delta events of the execution")
 	delay := fs.Duration("delay", 0, "upstream delay before each delta (0: the whole answer at once, which measures delivery throughput; a token pace such as 20ms measures the latency of each delivery)")
 	settle := fs.Duration("settle", time.Second, "wait before reading RSS and goroutines, before and after the subscribers connect")
+	store := fs.String("store", "memory", "EventStore of the runtime: memory, or redis (every subscriber's stream then follows the execution through Redis)")
+	redisURL := fs.String("redis-url", "redis://127.0.0.1:6379/15", "switchboard --redis-url for -store redis; nothing is flushed, keys expire after -retention")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	storeFlags := []string{"--event-store", *store}
+	switch *store {
+	case "memory":
+	case "redis":
+		storeFlags = append(storeFlags, "--redis-url", *redisURL)
+	default:
+		return fmt.Errorf("-store: unknown EventStore %q", *store)
 	}
 	counts, err := parseInts(*subs)
 	if err != nil {
@@ -70,7 +80,7 @@ func runFanout(ctx context.Context, args []string, stdout, stderr io.Writer) (er
 	defer g.close()
 	text := promptText(2 * *chunks)
 
-	fmt.Fprintf(stdout, "fanout: one execution of %d output.delta events (upstream delay %s), streamed to N subscribers connected before the output starts\n", *chunks, *delay)
+	fmt.Fprintf(stdout, "fanout: one execution of %d output.delta events (upstream delay %s, %s EventStore), streamed to N subscribers connected before the output starts\n", *chunks, *delay, *store)
 	fmt.Fprintln(stdout, "  lag: event timestamp (recorded by the runtime) → received by a subscriber, over every delivery of an event recorded after the subscribers connected")
 	fmt.Fprintln(stdout, "  cpu: the runtime's CPU time (utime+stime) from the gate's opening to the last terminal event, per live delivery")
 	fmt.Fprintln(stdout, "  idle: RSS / goroutines (go_goroutines of /metrics) with all N streams open and no event flowing, minus the same before subscribing")
@@ -79,7 +89,7 @@ func runFanout(ctx context.Context, args []string, stdout, stderr io.Writer) (er
 		"cpu_us_per_delivery", "rss_before_MiB", "rss_idle_MiB", "idle_KiB_per_sub", "goroutines_per_sub")
 	for _, n := range counts {
 		fmt.Fprintf(stderr, "bench: fanout to %d subscribers\n", n)
-		rt, err := s.startSwitchboard(ctx, fmt.Sprintf("switchboard-fanout-%d", n), "http://"+g.addr+"/openai/v1", overheadModel)
+		rt, err := s.startSwitchboard(ctx, fmt.Sprintf("switchboard-fanout-%d", n), "http://"+g.addr+"/openai/v1", overheadModel, storeFlags...)
 		if err != nil {
 			return err
 		}
