@@ -167,7 +167,9 @@ func TestSurvivesRestart(t *testing.T) {
 
 // TestKeysAndExpiry checks the documented layout: an execution's keys, those of its
 // folded status and snapshot included, share its hash tag; a running execution's keys
-// carry the orphan ttl, a terminal one's the retention; and a nil payload stays nil.
+// all expire at one instant, at least the orphan ttl after its last write (and an
+// append moves that instant when it comes nearer), a terminal one's after the
+// retention; and a nil payload stays nil.
 func TestKeysAndExpiry(t *testing.T) {
 	ctx := t.Context()
 	prefix := newPrefix(t)
@@ -213,9 +215,66 @@ func TestKeysAndExpiry(t *testing.T) {
 			t.Errorf("PTTL %s = %v, want about %v", key, ttl, want)
 		}
 	}
+	// Running: one expiry for all, between the orphan ttl and an eighth more from now.
+	assertOrphanExpiry := func() {
+		t.Helper()
+		var first time.Duration
+		for i, k := range execKeys {
+			at, err := admin.PExpireTime(ctx, k).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			left := time.Until(time.UnixMilli(at.Milliseconds()))
+			if i == 0 {
+				first = at
+			}
+			if at != first || left < 48*time.Hour-time.Minute || left > 54*time.Hour {
+				t.Errorf("%s expires in %v (at %v), want between 48h and 54h, as %s (at %v)", k, left, at, execKeys[0], first)
+			}
+		}
+	}
 	assertKeys(execKeys)
+	assertOrphanExpiry()
+
+	// An execution whose expiry comes nearer than the orphan ttl gets a new one, on
+	// every key, at its next append. So does one created before orphan_expires existed.
+	for _, soon := range []bool{true, false} {
+		near := time.Now().Add(47 * time.Hour).UnixMilli()
+		for _, k := range execKeys {
+			if err := admin.PExpireAt(ctx, k, time.UnixMilli(near)).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var err error
+		if soon {
+			err = admin.HSet(ctx, key("meta"), "orphan_expires", near).Err()
+		} else {
+			err = admin.HDel(ctx, key("meta"), "orphan_expires").Err()
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		ev := event(id, uint64(len(evs)+1), protocol.EventProgress, `{"stage":"running"}`)
+		if err := s.Append(ctx, eventstore.NoFence, ev); err != nil {
+			t.Fatal(err)
+		}
+		evs = append(evs, ev)
+		assertOrphanExpiry()
+	}
+	// An append while the expiry is far enough leaves it: no expiry command per append.
+	far, err := admin.HGet(ctx, key("meta"), "orphan_expires").Int64()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev := event(id, uint64(len(evs)+1), protocol.EventProgress, `{"stage":"running"}`)
+	if err := s.Append(ctx, eventstore.NoFence, ev); err != nil {
+		t.Fatal(err)
+	}
+	evs = append(evs, ev)
 	for _, k := range execKeys {
-		assertTTL(k, 48*time.Hour)
+		if at, err := admin.PExpireTime(ctx, k).Result(); err != nil || at.Milliseconds() != far {
+			t.Errorf("%s expires at %v (%v) after an append, want unchanged at %d ms", k, at, err, far)
+		}
 	}
 
 	got, err := s.Read(ctx, id, 0, 0)
@@ -227,7 +286,7 @@ func TestKeysAndExpiry(t *testing.T) {
 		t.Errorf("Get of a record without info: %+v, %v; want nil Info and zero CreatedAt", st, err)
 	}
 
-	end := event(id, 7, protocol.EventCompleted, `{}`)
+	end := event(id, uint64(len(evs)+1), protocol.EventCompleted, `{}`)
 	if err := s.Append(ctx, eventstore.NoFence, end); err != nil {
 		t.Fatal(err)
 	}

@@ -44,6 +44,17 @@ local function ms(x)
 end
 `
 
+// orphanExpiry is the Lua function orphan_expiry(now, ttl): the instant, in ms as
+// formatted by ms(), until which a running execution's keys are kept when written at now
+// with the orphan ttl. It is an eighth of the ttl beyond it, so that the appends of the
+// next eighth of the ttl find every key kept long enough already and set no expiry (see
+// appendScript).
+const orphanExpiry = `
+local function orphan_expiry(now, ttl)
+  return ms(now + ttl + math.floor(ttl / 8))
+end
+`
+
 // createScript registers an execution unless its meta hash exists, leased to an owner
 // if it has one, and notes the reservation it was created for.
 //
@@ -54,7 +65,7 @@ end
 // '0' for an unleased one); {2, owner, fence, expires} with the current lease if the
 // meta hash holds this very record already (the same created_at, and the same info or
 // no info like this call): a repeat; {0} if the execution exists with another record.
-var createScript = goredis.NewScript(nowMS + `
+var createScript = goredis.NewScript(nowMS + orphanExpiry + `
 local function lease(code)
   local l = redis.call('HMGET', KEYS[1], 'lease_owner', 'lease_fence', 'lease_expires')
   return {code, l[1] or '', l[2] or '0', l[3] or '0'}
@@ -88,7 +99,9 @@ if ARGV[6] ~= '0' then
   redis.call('SET', KEYS[4], ARGV[5], 'PX', ARGV[6])
 end
 if ARGV[2] ~= '0' then
-  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  local expires = orphan_expiry(now_ms(), tonumber(ARGV[2]))
+  redis.call('HSET', KEYS[1], 'orphan_expires', expires)
+  redis.call('PEXPIREAT', KEYS[1], expires)
 end
 return lease(1)
 `)
@@ -129,14 +142,18 @@ return lease(1)
 // the script knows a call's number; they carry the execution's hash tag, so they are in
 // the slot of the declared keys, as Redis Cluster requires. Every key the fold creates
 // is recorded in the keys set, so that the terminal event can give all of them the
-// retention; while running, each write gives the keys it touches the orphan ttl along
-// with the meta hash and the stream.
+// retention. While it runs, every key of the execution expires at one instant, the meta
+// hash's orphan_expires (see orphanExpiry), so that no reader ever finds some without the
+// others: a key created by an append gets that expiry, and an append made less than the
+// orphan ttl before it moves it, for every key. An execution is so kept at least the
+// orphan ttl after its last write, and an append costs no expiry command unless it
+// creates a key, where refreshing every key's ttl cost one per key touched.
 //
 // The wake-up it publishes is "<sequence> event" ("<sequence> terminal" for a terminal
 // event), a newline, and the event as stored: type, newline, timestamp, newline, the
 // has-data flag and the data (see hub.go, which hands it to readers).
-var appendScript = goredis.NewScript(`
-local state = redis.call('HMGET', KEYS[1], 'last_sequence', 'terminal', 'lease_fence')
+var appendScript = goredis.NewScript(nowMS + orphanExpiry + `
+local state = redis.call('HMGET', KEYS[1], 'last_sequence', 'terminal', 'lease_fence', 'orphan_expires')
 if not state[1] then
   return -1
 end
@@ -179,14 +196,13 @@ end
 redis.call('HSET', KEYS[1], 'last_sequence', ARGV[1], 'updated_at', ARGV[3], 'state', ARGV[13])
 
 local base = ARGV[11]
-local touched = {} -- keys beyond meta, stream and keys written by the fold
-local created = {} -- those of them that did not exist before
--- push appends value to list and returns the created and touched keys.
+local created = {} -- keys beyond meta, stream and keys the fold may have created
+-- push appends value to list and returns the keys it created.
 local function push(list, value)
   if redis.call('RPUSH', list, value) == 1 then
-    return {list}, {list}
+    return {list}
   end
-  return {}, {list}
+  return {}
 end
 if op == 'text' then
   local parts, text = base .. 'parts', base .. 'text:' .. ARGV[15]
@@ -194,7 +210,6 @@ if op == 'text' then
     created = {parts, text}
   end
   redis.call('APPEND', text, ARGV[17])
-  touched = {parts, text}
 elseif op == 'start' or op == 'args' then
   local calls = base .. 'calls'
   local cur = redis.call('HGET', calls, ARGV[15])
@@ -206,7 +221,6 @@ elseif op == 'start' or op == 'args' then
     n, index, order, name = redis.call('HINCRBY', KEYS[1], 'tool_calls', 1), '-1', ARGV[1], ''
     created = {calls}
   end
-  touched = {calls}
   if op == 'start' then
     if not cur or index ~= ARGV[16] then
       index, order = ARGV[16], ARGV[1] -- new or moved: last among the calls of its index
@@ -221,18 +235,17 @@ elseif op == 'start' or op == 'args' then
       created[#created + 1] = args
     end
     redis.call('APPEND', args, ARGV[16])
-    touched[#touched + 1] = args
   end
 elseif op == 'result' then
   if ARGV[15] ~= '' then
     redis.call('HSET', KEYS[1], 'result', ARGV[15])
   end
   if ARGV[16] ~= '' then
-    created, touched = push(base .. 'artifacts', ARGV[16])
+    created = push(base .. 'artifacts', ARGV[16])
   end
 elseif op == 'usage' then
   if ARGV[15] ~= '' then
-    created, touched = push(base .. 'usage', ARGV[15])
+    created = push(base .. 'usage', ARGV[15])
   end
 elseif op == 'route' then
   redis.call('HINCRBY', KEYS[1], 'attempts', 1)
@@ -267,11 +280,29 @@ if ARGV[4] == '1' then
     redis.call('PUBLISH', ARGV[8], 'terminal')
   end
 elseif ARGV[6] ~= '0' then
-  redis.call('PEXPIRE', KEYS[1], ARGV[6])
-  redis.call('PEXPIRE', KEYS[2], ARGV[6])
-  redis.call('PEXPIRE', KEYS[3], ARGV[6])
-  for _, k in ipairs(touched) do
-    redis.call('PEXPIRE', k, ARGV[6])
+  local now, ttl = now_ms(), tonumber(ARGV[6])
+  local expires = state[4]
+  if tonumber(expires or '0') - now < ttl then
+    -- Also an execution created before orphan_expires existed, whose keys each had
+    -- their own ttl.
+    expires = orphan_expiry(now, ttl)
+    redis.call('HSET', KEYS[1], 'orphan_expires', expires)
+    for _, k in ipairs(redis.call('SMEMBERS', KEYS[3])) do
+      redis.call('PEXPIREAT', k, expires)
+    end
+    redis.call('PEXPIREAT', KEYS[1], expires)
+    redis.call('PEXPIREAT', KEYS[2], expires)
+    redis.call('PEXPIREAT', KEYS[3], expires)
+  else
+    if nextSeq == 1 then
+      redis.call('PEXPIREAT', KEYS[2], expires) -- the first XADD created the stream
+    end
+    if #created > 0 then
+      for _, k in ipairs(created) do
+        redis.call('PEXPIREAT', k, expires)
+      end
+      redis.call('PEXPIREAT', KEYS[3], expires) -- the keys set may be new too
+    end
   end
 end
 -- Wake-ups announce the sequence, whether it ends the execution, and carry the event

@@ -62,12 +62,12 @@
 // The terminal event sets the retention (default 24h) on all the execution's keys (the
 // keys set lists those beyond meta and events) with PEXPIRE; Redis removes them when it
 // ends. An execution that never gets its terminal event (its replica crashed, say) would
-// otherwise stay forever, so every write to a running execution also sets a long orphan
-// ttl (default 7 days, see WithOrphanTTL): a running execution disappears only after
-// that long without any event. A snapshot key gets that ttl from the events that write
-// it, so one untouched for the whole orphan ttl could go before the execution ends: the
-// orphan ttl must exceed the longest execution, as WithOrphanTTL says. Reservations
-// expire by their own ttl. Durability is Redis's: executions outlive a restart of Redis
+// otherwise stay forever, so a running execution's keys all expire at one instant
+// (orphan_expires in the meta hash) that is at least a long orphan ttl (default 7 days,
+// see WithOrphanTTL) after its last write, and at most an eighth more: a running
+// execution disappears only after that long without any event, and as a whole. Writes
+// move that instant only when it has come nearer than the orphan ttl, so most appends
+// set no expiry (see appendScript). Reservations expire by their own ttl. Durability is Redis's: executions outlive a restart of Redis
 // itself only if it persists (AOF or RDB), and a failover to a replica loses the writes
 // not yet replicated to it, which WithWaitReplicas narrows for terminal events.
 //
@@ -162,10 +162,11 @@ func WithRetention(d time.Duration) Option {
 	return func(c *config) { c.retention = max(d, 0) }
 }
 
-// WithOrphanTTL sets how long a running execution is kept after its last event or its
-// creation (default DefaultOrphanTTL); d <= 0 keeps it until it ends. It only matters
-// for executions whose replica died before their terminal event: set it well above the
-// longest execution deadline.
+// WithOrphanTTL sets how long at least a running execution is kept after its last event
+// or its creation, and at most an eighth more (default DefaultOrphanTTL); d <= 0 keeps it
+// until it ends. It only matters for executions whose replica died before their terminal
+// event, which another replica normally ends far sooner: set it well above the longest
+// execution deadline.
 func WithOrphanTTL(d time.Duration) Option {
 	return func(c *config) { c.orphanTTL = max(d, 0) }
 }
