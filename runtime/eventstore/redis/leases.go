@@ -23,12 +23,13 @@ import (
 // be written by the scripts, which touch the keys of one execution's cluster slot only,
 // so it is a hint kept up to date around them, and every way it can be wrong heals:
 //
-//   - Create files a leased execution before its script runs, with an expiry estimated
-//     on this replica's clock (unless an entry exists: a repeated Create leaves it), and
-//     again after with the real one. So a leased execution is never missing from the
-//     index, even if its creator dies between the two steps; an entry for an execution
-//     that was never created is removed by the first Orphans or Acquire that finds it
-//     missing.
+//   - Create files a leased execution before its script runs (ahead of it in one
+//     pipeline), with an expiry estimated on this replica's clock (unless an entry
+//     exists: a repeated Create leaves it), and again after with the real one if the
+//     two differ by more than indexTolerance (clocks apart). So a leased execution is
+//     never missing from the index, even if its creator dies between the two steps; an
+//     entry for an execution that was never created is removed by the first Orphans or
+//     Acquire that finds it missing.
 //   - Acquire and Renew file the new expiry after their script. If that step is lost,
 //     the entry keeps the earlier score: a sweeper lists the execution too early, its
 //     Acquire answers ErrLeaseHeld with the real expiry, and the entry is scored again
@@ -42,6 +43,12 @@ import (
 // against its meta hash in one pipelined round trip, dropping and repairing stale ones
 // as above, so it costs O(log n + limit) and lists only executions that were orphans
 // when it looked. Acquire still decides: the list is a hint by contract.
+
+// indexTolerance is how far the expiry Create estimated may be from the lease's, on the
+// Redis clock, before the entry is filed again: a sweeper then finds the orphan at most
+// that early (and Acquire refuses and rescores it) or that late, which a lease of
+// seconds makes no difference to.
+const indexTolerance = time.Second
 
 // Acquire implements eventstore.Store.
 func (s *Store) Acquire(ctx context.Context, id, owner string, ttl time.Duration) (eventstore.Lease, error) {

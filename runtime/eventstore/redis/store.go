@@ -302,7 +302,7 @@ func (s *Store) secretKey(name string) string   { return s.prefix + "secret:" + 
 // long as the reservation, also after the execution's retention. Reserve reads it
 // beside an existing reservation (see reservationCreated). Before the script, Create
 // reads that ttl and, for a leased execution, files it in the orphan index (see
-// leases.go).
+// leases.go). Without an idempotency key, both go in one round trip.
 func (s *Store) Create(ctx context.Context, rec eventstore.Record, owner string, ttl time.Duration) (eventstore.Lease, error) {
 	if rec.ID == "" {
 		return eventstore.Lease{}, fmt.Errorf("create execution: empty id: %w", eventstore.ErrInvalid)
@@ -313,16 +313,36 @@ func (s *Store) Create(ctx context.Context, rec eventstore.Record, owner string,
 	if s.isClosed.Load() {
 		return eventstore.Lease{}, eventstore.ErrClosed
 	}
-	createdTTL, err := s.prepareCreate(ctx, rec, owner, ttl)
-	if err != nil {
-		return eventstore.Lease{}, s.fail(err, "create execution %s", rec.ID)
+	pipe := s.client.Pipeline()
+	var (
+		estimate time.Time
+		filed    *goredis.IntCmd
+	)
+	if owner != "" {
+		// Filed under an expiry estimated on this replica's clock, unless it is filed
+		// already: a repeated Create must not move the entry of the lease it finds.
+		estimate = time.Now().Add(ttl)
+		filed = pipe.ZAddNX(ctx, s.leasesKey(), goredis.Z{Score: float64(estimate.UnixMilli()), Member: rec.ID})
+	}
+	var createdTTL int64
+	if rec.IdempotencyKey != "" {
+		var err error
+		if createdTTL, err = s.reservationTTL(ctx, pipe, rec); err != nil {
+			return eventstore.Lease{}, s.fail(err, "create execution %s", rec.ID)
+		}
+		pipe = s.client.Pipeline()
 	}
 	args := []any{formatTime(rec.CreatedAt), s.orphanMS, owner, millis(ttl), rec.IdempotencyKey, createdTTL}
 	if rec.Info != nil {
 		args = append(args, []byte(rec.Info))
 	}
 	keys := []string{s.metaKey(rec.ID), s.streamKey(rec.ID), s.keysKey(rec.ID), s.createdKey(rec.ID)}
-	reply, err := createScript.Run(ctx, s.client, keys, args...).Slice()
+	created := createScript.EvalSha(ctx, pipe, keys, args...)
+	_, _ = pipe.Exec(ctx) // every command's own error is on it
+	reply, err := created.Slice()
+	if err != nil && goredis.HasErrorPrefix(err, "NOSCRIPT") {
+		reply, err = createScript.Run(ctx, s.client, keys, args...).Slice()
+	}
 	if err != nil {
 		return eventstore.Lease{}, s.fail(err, "create execution %s", rec.ID)
 	}
@@ -334,35 +354,22 @@ func (s *Store) Create(ctx context.Context, rec eventstore.Record, owner string,
 	if err != nil {
 		return eventstore.Lease{}, fmt.Errorf("create execution %s: %w", rec.ID, err)
 	}
-	if code == 1 && owner != "" {
+	if code == 1 && owner != "" && (filed.Err() != nil || lease.Expires.Sub(estimate).Abs() > indexTolerance) {
 		s.index(ctx, rec.ID, lease.Expires) // the expiry on the Redis clock
 	}
 	return lease, nil
 }
 
-// prepareCreate does what Create does before its script, in one round trip: it files a
-// leased execution in the orphan index, under an expiry estimated on this replica's
-// clock, unless it is filed already (a repeated Create must not move the entry of the
-// lease it finds), and returns the remaining ttl in ms of the reservation rec was
-// created for if that reservation names rec.ID (0 otherwise).
-func (s *Store) prepareCreate(ctx context.Context, rec eventstore.Record, owner string, ttl time.Duration) (int64, error) {
-	if owner == "" && rec.IdempotencyKey == "" {
-		return 0, nil
-	}
-	pipe := s.client.Pipeline()
-	if owner != "" {
-		pipe.ZAddNX(ctx, s.leasesKey(), goredis.Z{Score: float64(time.Now().Add(ttl).UnixMilli()), Member: rec.ID})
-	}
-	var named *goredis.StringCmd
-	var remaining *goredis.DurationCmd
-	if rec.IdempotencyKey != "" {
-		named = pipe.HGet(ctx, s.reservationKey(rec.IdempotencyKey), "execution_id")
-		remaining = pipe.PTTL(ctx, s.reservationKey(rec.IdempotencyKey))
-	}
+// reservationTTL returns the remaining ttl in ms of the reservation rec was created for
+// if that reservation names rec.ID (0 otherwise), reading it with what pipe holds
+// already.
+func (s *Store) reservationTTL(ctx context.Context, pipe goredis.Pipeliner, rec eventstore.Record) (int64, error) {
+	named := pipe.HGet(ctx, s.reservationKey(rec.IdempotencyKey), "execution_id")
+	remaining := pipe.PTTL(ctx, s.reservationKey(rec.IdempotencyKey))
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, goredis.Nil) {
 		return 0, err
 	}
-	if named == nil || named.Val() != rec.ID || remaining.Val() <= 0 {
+	if named.Val() != rec.ID || remaining.Val() <= 0 {
 		return 0, nil
 	}
 	return millis(remaining.Val()), nil
