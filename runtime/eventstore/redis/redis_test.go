@@ -394,6 +394,89 @@ func TestWaitersSurvivePubSubLoss(t *testing.T) {
 	}
 }
 
+// TestAnnouncedTailSurvivesPubSubLoss tails an execution as an event stream does (Read,
+// Wait, then the events the wake-ups carried) while the Store's connections are killed
+// again and again: wake-ups lost meanwhile leave a gap in what the Store holds, which
+// must never show as a missing, repeated or altered event.
+func TestAnnouncedTailSurvivesPubSubLoss(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	prefix := newPrefix(t)
+	name := strings.TrimSuffix(strings.ReplaceAll(prefix, ":", "-"), "-")
+	s := open(t, prefix, redisstore.WithClientOptions(func(o *goredis.Options) { o.ClientName = name }))
+	peer := openPeer(t, prefix)
+	admin := newClient(t)
+
+	const id, events = "exe_announced_kills", 300
+	if _, err := peer.Create(ctx, eventstore.Record{ID: id}, "", 0); err != nil {
+		t.Fatal(err)
+	}
+	want := make([]protocol.Event, events)
+	for i := range want {
+		seq := uint64(i + 1)
+		want[i] = event(id, seq, protocol.EventOutputDelta, fmt.Sprintf(`{"index":0,"text":"%d\n %d"}`, seq, seq))
+		if seq == events {
+			want[i] = event(id, seq, protocol.EventCompleted, `{}`)
+		}
+	}
+
+	var announced atomic.Int64
+	tailed := make(chan error, 1)
+	go func() {
+		var after uint64
+		woken := false
+		for {
+			var evs []protocol.Event
+			if woken {
+				evs = s.Announced(id, after, 0)
+				announced.Add(int64(len(evs)))
+			}
+			if evs == nil {
+				var err error
+				if evs, err = s.Read(ctx, id, after, 0); err != nil {
+					tailed <- err
+					return
+				}
+			}
+			for _, ev := range evs {
+				if diff := cmp.Diff(want[after], ev); diff != "" {
+					tailed <- fmt.Errorf("after %d (-want +got):\n%s", after, diff)
+					return
+				}
+				after = ev.Sequence
+			}
+			if after == events {
+				tailed <- nil
+				return
+			}
+			if err := s.Wait(ctx, id, after); err != nil {
+				tailed <- err
+				return
+			}
+			woken = true
+		}
+	}()
+
+	for i, ev := range want {
+		if err := peer.Append(ctx, eventstore.NoFence, ev); err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case i%50 == 25:
+			killPubSub(ctx, t, admin, name, 1)
+		case i%5 == 0:
+			time.Sleep(2 * time.Millisecond) // let the reader catch up now and then
+		}
+	}
+	if err := <-tailed; err != nil {
+		t.Fatal(err)
+	}
+	if announced.Load() == 0 {
+		t.Error("no event came from the wake-ups")
+	}
+	t.Logf("%d of %d events came from the wake-ups", announced.Load(), events)
+}
+
 // killPubSub waits until the connections of the client named name include one
 // subscribed to subs channels, then kills every connection of that client (CLIENT
 // KILL), pooled ones included.
