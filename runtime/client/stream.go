@@ -96,12 +96,13 @@ func (s *Stream) Next() bool {
 	if s.done.Load() || s.err != nil {
 		return false
 	}
-	fr, err := s.dec.Next()
+	// The frame's data is decoded in the decoder's buffer; the event copies what it keeps.
+	_, data, err := s.dec.NextData()
 	if err != nil {
 		s.err = s.endError(err)
 		return false
 	}
-	ev, err := protocol.DecodeEvent([]byte(fr.Data))
+	ev, err := protocol.DecodeEvent(data)
 	if err != nil {
 		s.err = fmt.Errorf("client: decode event after sequence %d: %w", s.last, err)
 		return false

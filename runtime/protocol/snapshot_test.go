@@ -707,3 +707,20 @@ func FuzzUnmarshalData(f *testing.F) {
 		}
 	})
 }
+
+// DecodeEvent's event owns its data: a caller may reuse the buffer it decoded from (the
+// Go client decodes each frame in its SSE decoder's buffer).
+func TestDecodeEventCopiesData(t *testing.T) {
+	buf := []byte(`{"execution_id":"exe_1","sequence":1,"timestamp":"2026-01-02T03:04:05.000006Z","type":"output.delta","data":{"index":0,"type":"text","text":"hi"}}`)
+	ev, err := DecodeEvent(buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := string(ev.Data)
+	for i := range buf {
+		buf[i] = 'X'
+	}
+	if string(ev.Data) != want || ev.ExecutionID != "exe_1" {
+		t.Errorf("after reusing the buffer: data %s, id %q; want %s, exe_1", ev.Data, ev.ExecutionID, want)
+	}
+}

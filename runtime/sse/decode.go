@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"math"
+	"sync"
 	"time"
 	"unicode/utf8"
 )
@@ -97,14 +98,35 @@ type Decoder struct {
 	hasRetry      bool
 }
 
-// NewDecoder returns a Decoder reading from r. It buffers r itself.
+// NewDecoder returns a Decoder reading from r. It buffers r itself, in a buffer that
+// Release gives back for the next decoder.
 func NewDecoder(r io.Reader, opts ...Option) *Decoder {
 	d := &Decoder{max: DefaultMaxFrameSize}
 	for _, opt := range opts {
 		opt(d)
 	}
-	d.r = bufio.NewReaderSize(r, readBuffer)
+	d.r = readBuffers.Get().(*bufio.Reader)
+	d.r.Reset(r)
 	return d
+}
+
+// readBuffers holds the read buffers of released decoders.
+var readBuffers = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, readBuffer) }}
+
+// errReleased is what a released Decoder returns.
+var errReleased = errors.New("sse: decoder released")
+
+// Release gives the decoder's read buffer back for a later decoder to use, and forgets
+// its reader; the decoder returns an error from then on. A decoder that is never
+// released is simply collected, buffer and all: Release only spares the allocation
+// when decoders come and go often, as one per provider call does.
+func (d *Decoder) Release() {
+	if d.r == nil {
+		return
+	}
+	d.r.Reset(nil)
+	readBuffers.Put(d.r)
+	d.r, d.err = nil, errReleased
 }
 
 // readBuffer is the size of a Decoder's read buffer. Frames are usually far smaller; a
@@ -127,8 +149,19 @@ func (d *Decoder) Retry() (time.Duration, bool) { return d.retry, d.hasRetry }
 // discards an incomplete final frame. It returns ErrFrameTooLarge for a frame over the
 // size bound, and the reader's error if reading fails; every error is permanent.
 func (d *Decoder) Next() (Event, error) {
+	ev, data, err := d.NextData()
+	if err == nil {
+		ev.Data = string(data)
+	}
+	return ev, err
+}
+
+// NextData is Next without the copy of the event's data: ev.Data is left empty and data
+// holds it, in the decoder's own buffer, valid until the next call. It is for callers
+// that decode the data at once, as provider adapters do with a chunk per token.
+func (d *Decoder) NextData() (ev Event, data []byte, err error) {
 	if d.err != nil {
-		return Event{}, d.err
+		return Event{}, nil, d.err
 	}
 	if !d.started {
 		d.started = true
@@ -139,11 +172,11 @@ func (d *Decoder) Next() (Event, error) {
 		if err != nil {
 			d.data, d.typ = d.data[:0], d.typ[:0]
 			d.err = err
-			return Event{}, err
+			return Event{}, nil, err
 		}
 		if len(line) == 0 {
-			if ev, ok := d.dispatch(); ok {
-				return ev, nil
+			if ev, data, ok := d.dispatch(); ok {
+				return ev, data, nil
 			}
 			continue
 		}
@@ -154,7 +187,7 @@ func (d *Decoder) Next() (Event, error) {
 		d.frame += len(line)
 		if d.frame > d.max {
 			d.err = ErrFrameTooLarge
-			return Event{}, d.err
+			return Event{}, nil, d.err
 		}
 		d.processLine(line)
 	}
@@ -255,34 +288,31 @@ func (d *Decoder) processLine(line []byte) {
 	}
 }
 
-// dispatch runs the standard's dispatch steps at a blank line. ok is false when the frame
-// had no data: such a frame still commits its id (and any retry) but yields no event.
-func (d *Decoder) dispatch() (ev Event, ok bool) {
+// dispatch runs the standard's dispatch steps at a blank line: the event, without its
+// Data, and the data, which stays valid until the next frame's first data line. ok is
+// false when the frame had no data: such a frame still commits its id (and any retry)
+// but yields no event.
+func (d *Decoder) dispatch() (ev Event, data []byte, ok bool) {
 	d.lastID = d.idBuf
 	d.frame = 0
 	retry, hasRetry := d.frameRetry, d.frameHasRetry
 	d.frameRetry, d.frameHasRetry = 0, false
 	if len(d.data) == 0 {
 		d.typ = d.typ[:0]
-		return Event{}, false
+		return Event{}, nil, false
 	}
 	if string(d.typ) != d.typStr {
 		d.typStr = string(d.typ)
 	}
-	ev = Event{
-		ID:       d.lastID,
-		Type:     d.typStr,
-		Data:     string(d.data[:len(d.data)-1]),
-		Retry:    retry,
-		HasRetry: hasRetry,
-	}
+	ev = Event{ID: d.lastID, Type: d.typStr, Retry: retry, HasRetry: hasRetry}
+	data = d.data[:len(d.data)-1]
 	d.typ = d.typ[:0]
 	if cap(d.data) > retainBuffer {
 		d.data = nil
 	} else {
 		d.data = d.data[:0]
 	}
-	return ev, true
+	return ev, data, true
 }
 
 // trimSpace removes the one leading space the format allows after a field's colon.

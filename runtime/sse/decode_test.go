@@ -426,3 +426,76 @@ func BenchmarkDecode(b *testing.B) {
 		}
 	}
 }
+
+// NextData returns what Next would, the data in the decoder's buffer instead of a copy.
+func TestNextDataMatchesNext(t *testing.T) {
+	const in = "id: 1\ndata: a\ndata: b\n\n: c\nevent: e\ndata:\n\nretry: 5\n\ndata: " +
+		"0123456789012345678901234567890123456789\n\ndata: z\n\n"
+	want := decodeAll(strings.NewReader(in)).Events
+	d := NewDecoder(iotest.OneByteReader(strings.NewReader(in)))
+	defer d.Release()
+	var got []Event
+	for {
+		ev, data, err := d.NextData()
+		if err != nil {
+			if !errors.Is(err, io.EOF) {
+				t.Fatalf("NextData: %v", err)
+			}
+			break
+		}
+		if ev.Data != "" {
+			t.Errorf("NextData filled Event.Data: %q", ev.Data)
+		}
+		ev.Data = string(data)
+		got = append(got, ev)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("NextData (-Next +NextData):\n%s", diff)
+	}
+}
+
+// A released decoder's buffer serves the next decoder, which reads only its own
+// stream; the released one answers an error.
+func TestReleasedDecoder(t *testing.T) {
+	d := NewDecoder(strings.NewReader("data: a\n\ndata: b\n\n"))
+	if ev, err := d.Next(); err != nil || ev.Data != "a" {
+		t.Fatalf("Next() = %+v, %v; want data a", ev, err)
+	}
+	d.Release()
+	d.Release() // twice is harmless
+	if _, err := d.Next(); !errors.Is(err, errReleased) {
+		t.Errorf("Next after Release: %v, want errReleased", err)
+	}
+	for range 3 {
+		d := NewDecoder(strings.NewReader("data: c\n\n"))
+		if ev, err := d.Next(); err != nil || ev.Data != "c" {
+			t.Errorf("Next of a new decoder = %+v, %v; want data c", ev, err)
+		}
+		if _, err := d.Next(); !errors.Is(err, io.EOF) {
+			t.Errorf("second Next of a new decoder: %v, want io.EOF", err)
+		}
+		d.Release()
+	}
+}
+
+// A regression guard, not a timing: a provider stream decoded with NextData by a decoder
+// that is released after allocates per stream, never per event, and the read buffer
+// comes from the released decoders.
+func TestNextDataAllocations(t *testing.T) {
+	in := strings.Repeat(`data: {"choices":[{"delta":{"content":"token"}}]}`+"\n\n", 100)
+	r := strings.NewReader(in)
+	allocs := testing.AllocsPerRun(100, func() {
+		r.Reset(in)
+		d := NewDecoder(r)
+		for {
+			if _, _, err := d.NextData(); err != nil {
+				break
+			}
+		}
+		d.Release()
+	})
+	t.Logf("%.1f allocations per stream of 100 events", allocs)
+	if allocs > 4 {
+		t.Errorf("%.1f allocations per stream of 100 events, want at most 4", allocs)
+	}
+}

@@ -68,12 +68,13 @@ type streamState struct {
 func (r *reader) readStream(ctx context.Context, body io.Reader) (engine.Outcome, error) {
 	st := &streamState{blocks: map[int]*block{}}
 	dec := sse.NewDecoder(body)
+	defer dec.Release()
 	for {
-		ev, err := dec.Next()
+		ev, data, err := dec.NextData()
 		if err != nil {
 			return engine.Outcome{}, r.streamEnded(ctx, err)
 		}
-		done, err := r.handle(st, ev)
+		done, err := r.handle(st, ev.Type, data)
 		if err != nil {
 			return engine.Outcome{}, err
 		}
@@ -113,17 +114,17 @@ var handled = map[string]bool{
 }
 
 // handle applies one event. done is true at message_stop.
-func (r *reader) handle(st *streamState, ev sse.Event) (done bool, err error) {
+func (r *reader) handle(st *streamState, event string, data []byte) (done bool, err error) {
 	var e streamEvent
-	if err := providerhttp.DecodeChunk([]byte(ev.Data), &e); err != nil {
-		if !handled[ev.Type] {
+	if err := providerhttp.DecodeChunk(data, &e); err != nil {
+		if !handled[event] {
 			return false, nil // an event this adapter does not act on need not parse
 		}
 		return false, r.malformed("stream event")
 	}
 	typ := e.Type
 	if typ == "" {
-		typ = ev.Type // the data's type is documented to match the event name
+		typ = event // the data's type is documented to match the event name
 	}
 	switch typ {
 	case "message_start":

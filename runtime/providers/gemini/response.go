@@ -186,17 +186,18 @@ func (r *reader) text(s string) error {
 // closes the body, which ends the read and completes the answer.
 func (r *reader) readStream(ctx context.Context, body io.Reader, stop func()) (engine.Outcome, error) {
 	dec := sse.NewDecoder(body)
+	defer dec.Release()
 	var chunk generateResponse
 	for {
-		ev, err := dec.Next()
+		ev, data, err := dec.NextData()
 		if err != nil {
 			return r.streamEnded(ctx, err)
 		}
-		if (ev.Type != "" && ev.Type != "message") || strings.TrimSpace(ev.Data) == "" {
+		if (ev.Type != "" && ev.Type != "message") || len(bytes.TrimSpace(data)) == 0 {
 			continue // Google sends only data frames; anything else carries nothing
 		}
 		chunk = generateResponse{}
-		if err := providerhttp.DecodeChunk([]byte(ev.Data), &chunk); err != nil {
+		if err := providerhttp.DecodeChunk(data, &chunk); err != nil {
 			return engine.Outcome{}, r.malformed("stream chunk")
 		}
 		if err := r.apply(&chunk); err != nil {

@@ -348,22 +348,23 @@ type stream struct {
 func (r *reader) readStream(body io.Reader) (engine.Outcome, error) {
 	s := &stream{reader: r, byIndex: map[int]int{}}
 	dec := sse.NewDecoder(body)
+	defer dec.Release()
 	// One chunk value is decoded into again and again, its choices' array reused:
 	// a stream has a chunk per token. Reset it fully first, since encoding/json leaves
-	// fields a chunk lacks as they were.
+	// fields a chunk lacks as they were. The data is decoded in the decoder's buffer.
 	var c chunk
 	for {
-		ev, err := dec.Next()
+		_, data, err := dec.NextData()
 		if err != nil {
 			return engine.Outcome{}, r.a.fail(r.readErr(err))
 		}
-		if ev.Data == "[DONE]" {
+		if string(data) == "[DONE]" {
 			return s.done()
 		}
 		choices := c.Choices[:cap(c.Choices)]
 		clear(choices)
 		c = chunk{Choices: choices[:0]}
-		if err := providerhttp.DecodeChunk([]byte(ev.Data), &c); err != nil {
+		if err := providerhttp.DecodeChunk(data, &c); err != nil {
 			return engine.Outcome{}, r.a.fail(r.malformed())
 		}
 		if ae, ok := errorObject(c.Error); ok {
