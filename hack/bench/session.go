@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -346,26 +347,39 @@ func newHTTPClient(conns int) *http.Client {
 // goroutines reads go_goroutines from the runtime's /metrics; ok is false when it
 // cannot (a binary without the metric, or no metrics server).
 func goroutines(ctx context.Context, metricsAddr string) (n int, ok bool) {
+	v, ok := goMetrics(ctx, metricsAddr, "go_goroutines")
+	if !ok {
+		return 0, false
+	}
+	return int(v[0]), true
+}
+
+// goMetrics reads the values of the named samples (without labels) from the runtime's
+// /metrics, in order; ok is false when it cannot read every one of them.
+func goMetrics(ctx context.Context, metricsAddr string, names ...string) (vals []float64, ok bool) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+metricsAddr+"/metrics", nil)
 	if err != nil {
-		return 0, false
+		return nil, false
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return 0, false
+		return nil, false
 	}
 	defer resp.Body.Close()
+	vals = make([]float64, len(names))
+	found := 0
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(nil, 1<<20)
 	for sc.Scan() {
-		if v, found := strings.CutPrefix(sc.Text(), "go_goroutines "); found {
-			var f float64
-			if _, err := fmt.Sscan(v, &f); err == nil {
-				return int(f), true
+		name, v, _ := strings.Cut(sc.Text(), " ")
+		if i := slices.Index(names, name); i >= 0 {
+			if _, err := fmt.Sscan(v, &vals[i]); err != nil {
+				return nil, false
 			}
+			found++
 		}
 	}
-	return 0, false
+	return vals, found == len(names)
 }

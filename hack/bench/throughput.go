@@ -55,9 +55,10 @@ func runThroughput(ctx context.Context, args []string, stdout, stderr io.Writer)
 		*conc, *chunks)
 	fmt.Fprintf(stdout, "  window %s after %s of warm-up; accepted = 202s received in the window, completed = terminal events received in it\n", *duration, *warmup)
 	fmt.Fprintln(stdout, "  accept: POST sent → 202; end: POST sent → execution.completed (executions submitted in the window)")
+	fmt.Fprintln(stdout, "  per exec: the runtime's CPU time and heap allocations (Go metrics of /metrics) in the window, per completed execution")
 	fmt.Fprintln(stdout)
 	tab := newTable(stdout, "store", "submitters", "accepted_per_s", "completed_per_s", "accept_p50_ms", "accept_p99_ms",
-		"end_p50_ms", "end_p99_ms", "cpu_ms_per_exec", "rss_MiB")
+		"end_p50_ms", "end_p99_ms", "cpu_ms_per_exec", "alloc_KiB_per_exec", "mallocs_per_exec", "rss_MiB")
 	for _, store := range names {
 		fmt.Fprintf(stderr, "bench: throughput with the %s EventStore\n", store)
 		flags := []string{"--event-store", store}
@@ -76,11 +77,12 @@ func runThroughput(ctx context.Context, args []string, stdout, stderr io.Writer)
 			return err
 		}
 		secs := duration.Seconds()
+		kib, mallocs := r.allocColumns()
 		tab.row(store, fmt.Sprint(*conc),
 			fmt.Sprintf("%.0f", float64(r.accepted)/secs), fmt.Sprintf("%.0f", float64(r.completed)/secs),
 			ms(percentile(r.acceptLat, .5)), ms(percentile(r.acceptLat, .99)),
 			ms(percentile(r.endLat, .5)), ms(percentile(r.endLat, .99)),
-			ms(r.cpuPerExec), mib(r.rss))
+			ms(r.cpuPerExec), kib, mallocs, mib(r.rss))
 	}
 	return tab.flush()
 }
@@ -91,6 +93,18 @@ type throughputResult struct {
 	acceptLat, endLat   []time.Duration // sorted
 	cpuPerExec          time.Duration
 	rss                 int64
+	// allocKiB and mallocs are the runtime's heap allocations per completed execution,
+	// from its Go metrics (allocsOK false when it has none).
+	allocKiB, mallocs float64
+	allocsOK          bool
+}
+
+// allocColumns formats the allocations per execution, or n/a.
+func (r *throughputResult) allocColumns() (kib, mallocs string) {
+	if !r.allocsOK {
+		return "n/a", "n/a"
+	}
+	return fmt.Sprintf("%.1f", r.allocKiB), fmt.Sprintf("%.0f", r.mallocs)
 }
 
 func throughputRound(ctx context.Context, rt *runtimeProc, conc int, warmup, duration time.Duration, text string) (*throughputResult, error) {
@@ -150,16 +164,26 @@ func throughputRound(ctx context.Context, rt *runtimeProc, conc int, warmup, dur
 	}
 	res.cpuPerExec = cpu.cpu / time.Duration(res.completed)
 	res.rss = cpu.rss
+	if cpu.allocsOK {
+		res.allocsOK = true
+		res.allocKiB = cpu.allocBytes / 1024 / float64(res.completed)
+		res.mallocs = cpu.mallocs / float64(res.completed)
+	}
 	res.acceptLat, res.endLat = sortedCopy(res.acceptLat), sortedCopy(res.endLat)
 	return res, nil
 }
 
-// windowSample is the runtime's CPU time used between two instants and its RSS at the
-// second.
+// windowSample is the runtime's CPU time used and bytes and objects it allocated on
+// the heap between two instants, and its RSS at the second.
 type windowSample struct {
-	cpu time.Duration
-	rss int64
+	cpu                 time.Duration
+	rss                 int64
+	allocBytes, mallocs float64
+	allocsOK            bool
 }
+
+// allocMetrics are the runtime's counters of heap allocations, from Go's collector.
+var allocMetrics = []string{"go_memstats_alloc_bytes_total", "go_memstats_mallocs_total"}
 
 func sampleWindow(ctx context.Context, rt *runtimeProc, from, to time.Time) (windowSample, error) {
 	var w windowSample
@@ -170,6 +194,7 @@ func sampleWindow(ctx context.Context, rt *runtimeProc, from, to time.Time) (win
 	if err != nil {
 		return w, err
 	}
+	allocStart, okStart := goMetrics(ctx, rt.metrics, allocMetrics...)
 	if err := sleepUntil(ctx, to); err != nil {
 		return w, err
 	}
@@ -177,7 +202,11 @@ func sampleWindow(ctx context.Context, rt *runtimeProc, from, to time.Time) (win
 	if err != nil {
 		return w, err
 	}
+	allocEnd, okEnd := goMetrics(ctx, rt.metrics, allocMetrics...)
 	w.cpu = end - start
+	if w.allocsOK = okStart && okEnd; w.allocsOK {
+		w.allocBytes, w.mallocs = allocEnd[0]-allocStart[0], allocEnd[1]-allocStart[1]
+	}
 	w.rss, err = rss(rt.pid())
 	return w, err
 }
