@@ -67,9 +67,10 @@
 // see WithOrphanTTL) after its last write, and at most an eighth more: a running
 // execution disappears only after that long without any event, and as a whole. Writes
 // move that instant only when it has come nearer than the orphan ttl, so most appends
-// set no expiry (see appendScript). Reservations expire by their own ttl. Durability is Redis's: executions outlive a restart of Redis
-// itself only if it persists (AOF or RDB), and a failover to a replica loses the writes
-// not yet replicated to it, which WithWaitReplicas narrows for terminal events.
+// set no expiry (see appendScript). Reservations expire by their own ttl. Durability is
+// Redis's: executions outlive a restart of Redis itself only if it persists (AOF or
+// RDB), and a failover to a replica loses the writes not yet replicated to it, which
+// WithWaitReplicas narrows for terminal events.
 //
 // # Waiting
 //
