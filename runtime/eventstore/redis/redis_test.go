@@ -920,10 +920,10 @@ func TestLiveTailWaitsWithoutReads(t *testing.T) {
 	unannounced := 0
 	for seq := uint64(2); seq <= events; seq++ {
 		typ, data := protocol.EventOutputDelta, `{"index":0,"text":"x y\nz"}`
-		switch {
-		case seq == events:
+		switch seq {
+		case events:
 			typ, data = protocol.EventCompleted, `{}`
-		case seq == events-1:
+		case events - 1:
 			typ, data = protocol.EventProgress, "" // no data at all
 		}
 		wait := first
