@@ -443,58 +443,58 @@ func checkData(typ protocol.EventType, data any, log logr.Logger) (any, json.Raw
 	)
 	switch typ {
 	case protocol.EventOutputDelta:
-		v, err = checked(data, func(d *protocol.OutputDeltaData) string {
+		v, err = checked(data, func(d protocol.OutputDeltaData) (protocol.OutputDeltaData, string) {
 			if d.Type == "" {
 				d.Type = "text" // the only output type; adapters may leave it out
 			}
 			switch {
 			case d.Type != "text":
-				return "type must be text"
+				return d, "type must be text"
 			case d.Index < 0:
-				return "index must not be negative"
+				return d, "index must not be negative"
 			}
-			return ""
+			return d, ""
 		})
 	case protocol.EventToolCallStarted:
-		v, err = checked(data, func(d *protocol.ToolCallStartedData) string {
+		v, err = checked(data, func(d protocol.ToolCallStartedData) (protocol.ToolCallStartedData, string) {
 			switch {
 			case d.CallID == "" || d.Name == "":
-				return "call_id and name are required"
+				return d, "call_id and name are required"
 			case d.Index < 0:
-				return "index must not be negative"
+				return d, "index must not be negative"
 			}
-			return ""
+			return d, ""
 		})
 	case protocol.EventToolCallArgsDelta:
-		v, err = checked(data, func(d *protocol.ToolCallArgsDeltaData) string {
+		v, err = checked(data, func(d protocol.ToolCallArgsDeltaData) (protocol.ToolCallArgsDeltaData, string) {
 			if d.CallID == "" {
-				return "call_id is required"
+				return d, "call_id is required"
 			}
-			return ""
+			return d, ""
 		})
 	case protocol.EventProgress:
-		v, err = checked(data, func(d *protocol.ProgressData) string {
+		v, err = checked(data, func(d protocol.ProgressData) (protocol.ProgressData, string) {
 			switch {
 			case d.Stage != protocol.StageQueued && d.Stage != protocol.StageRunning:
-				return "stage must be queued or running"
+				return d, "stage must be queued or running"
 			case d.Percent != nil && !(*d.Percent >= 0 && *d.Percent <= 100):
-				return "percent must be between 0 and 100"
+				return d, "percent must be between 0 and 100"
 			case d.QueuePosition != nil && *d.QueuePosition < 0:
-				return "queue_position must not be negative"
+				return d, "queue_position must not be negative"
 			}
-			return ""
+			return d, ""
 		})
 	case protocol.EventOutputResult:
-		v, err = checked(data, func(d *protocol.OutputResultData) string {
+		v, err = checked(data, func(d protocol.OutputResultData) (protocol.OutputResultData, string) {
 			if d.Artifacts == nil {
 				d.Artifacts = []protocol.Artifact{} // the contract shows a list, never null
 			}
 			for _, a := range d.Artifacts {
 				if a.URI == "" || a.MediaType == "" {
-					return "artifacts need uri and media_type"
+					return d, "artifacts need uri and media_type"
 				}
 			}
-			return ""
+			return d, ""
 		})
 	case protocol.EventUsageReported:
 		var d protocol.UsageReportedData
@@ -521,12 +521,16 @@ func checkData(typ protocol.EventType, data any, log logr.Logger) (any, json.Raw
 
 // checked converts data to T and applies check, which may normalise the value and
 // returns a non-empty reason when it is invalid.
-func checked[T any](data any, check func(*T) string) (T, error) {
+//
+// The value goes in and out of check rather than by pointer, which would move it to the
+// heap: this runs for every event an adapter emits.
+func checked[T any](data any, check func(T) (T, string)) (T, error) {
 	d, err := convert[T](data)
 	if err != nil {
 		return d, err
 	}
-	if reason := check(&d); reason != "" {
+	d, reason := check(d)
+	if reason != "" {
 		return d, fmt.Errorf("%s: %w", reason, ErrInvalidEvent)
 	}
 	return d, nil
