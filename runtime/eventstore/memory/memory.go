@@ -132,6 +132,9 @@ type execution struct {
 	cancelRequested bool
 	removed         bool // deleted from the map by a sweep; lookups that raced it see this
 
+	// payloads holds copies of the running execution's payloads, end to end (see keep).
+	payloads []byte
+
 	lease  eventstore.Lease // zero until the first acquisition
 	leased *leaseItem       // its item in the orphan index; nil when unleased or terminal
 	remote json.RawMessage  // the handle of SetRemote
@@ -148,6 +151,35 @@ type execution struct {
 	// signal is closed (and forgotten) on a cancel request, the terminal event or
 	// removal: whatever ends WaitCancel. Made only when someone waits.
 	signal chan struct{}
+}
+
+// The buffers of a running execution: its events have room for initialEvents (a
+// streamed answer of a few tokens fits without growing), and payloads are copied into
+// chunks that double from minPayloadChunk up to maxPayloadChunk. The terminal event
+// packs both to their size (compact).
+const (
+	initialEvents   = 16
+	minPayloadChunk = 512
+	maxPayloadChunk = 16 << 10
+)
+
+// keep returns a copy of data (nil for nil) in e's payload chunks. A chunk is only ever
+// appended to, and one that is full is left where the earlier copies point rather than
+// grown by moving them: so a copy costs an allocation per chunk instead of one per event,
+// and the memory held stays within a chunk's slack of the payloads' own size, however
+// long the execution runs. Called with e.mu held.
+func (e *execution) keep(data []byte) json.RawMessage {
+	if data == nil {
+		return nil
+	}
+	if len(e.payloads)+len(data) > cap(e.payloads) {
+		size := min(max(2*cap(e.payloads), minPayloadChunk), maxPayloadChunk)
+		e.payloads = make([]byte, 0, max(size, len(data)))
+	}
+	start := len(e.payloads)
+	e.payloads = append(e.payloads, data...)
+	// Capped at its end, so that appending to the copy cannot reach the next one.
+	return e.payloads[start:len(e.payloads):len(e.payloads)]
 }
 
 // entry is a stored event: ExecutionID and Sequence are implied by its position.
@@ -175,7 +207,8 @@ func (s *Store) Create(_ context.Context, rec eventstore.Record, owner string, t
 	if s.isClosed.Load() {
 		return eventstore.Lease{}, eventstore.ErrClosed
 	}
-	e := &execution{rec: copyRecord(rec), updatedAt: rec.CreatedAt, snap: protocol.NewSnapshot(rec.ID)}
+	e := &execution{rec: copyRecord(rec), updatedAt: rec.CreatedAt, snap: protocol.NewSnapshot(rec.ID),
+		events: make([]entry, 0, initialEvents)}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if cur, ok := s.execs[rec.ID]; ok {
@@ -249,7 +282,7 @@ func (s *Store) Append(_ context.Context, fence eventstore.Fence, ev protocol.Ev
 		e.attempts++
 		e.route = route
 	}
-	e.events = append(e.events, entry{ts: ev.Timestamp, typ: ev.Type, data: bytes.Clone(ev.Data)})
+	e.events = append(e.events, entry{ts: ev.Timestamp, typ: ev.Type, data: e.keep(ev.Data)})
 	e.updatedAt = ev.Timestamp
 	if ev.Type.Terminal() {
 		e.terminal = true
@@ -723,8 +756,8 @@ func (e *execution) fire() {
 
 // compact packs a terminal execution's payloads into one buffer and trims the event
 // slice to its length. Nothing can be appended any more, and retained terminal
-// executions are most of the store's memory: this saves the slice's growth slack and
-// the per-allocation rounding of many small payloads. Called with e.mu held.
+// executions are most of the store's memory: this saves the slice's spare room and the
+// payload chunks' slack. Called with e.mu held.
 func (e *execution) compact() {
 	size := 0
 	for _, en := range e.events {
@@ -740,7 +773,7 @@ func (e *execution) compact() {
 			events[i].data = buf[start:len(buf):len(buf)]
 		}
 	}
-	e.events = events
+	e.events, e.payloads = events, nil
 }
 
 func notFound(id string) error {
