@@ -1054,3 +1054,59 @@ func TestWaitCancelReadsOnce(t *testing.T) {
 		t.Errorf("terminal event of a cancelled execution published %v (%v), want cancel", msg, err)
 	}
 }
+
+// An event larger than a wake-up carries (64 KiB of data) is announced by its sequence
+// alone, and read from Redis; the events after it are carried again.
+func TestLargeEventsAreNotCarried(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	prefix := newPrefix(t)
+	s := open(t, prefix)
+	peer := openPeer(t, prefix)
+	const id = "exe_large_event"
+	if _, err := peer.Create(ctx, eventstore.Record{ID: id}, "", 0); err != nil {
+		t.Fatal(err)
+	}
+	large := `{"index":0,"text":"` + strings.Repeat("x", 64<<10) + `"}`
+	evs := []protocol.Event{
+		event(id, 1, protocol.EventAccepted, `{}`),
+		event(id, 2, protocol.EventOutputDelta, `{"index":0,"text":"small"}`),
+		event(id, 3, protocol.EventOutputDelta, large),
+		event(id, 4, protocol.EventOutputDelta, `{"index":0,"text":"small again"}`),
+	}
+	if err := peer.Append(ctx, eventstore.NoFence, evs[0]); err != nil {
+		t.Fatal(err)
+	}
+	// A first wait subscribes; once it returns for event 2 the subscription is live,
+	// and every later append is announced on it.
+	for i, ev := range evs[1:] {
+		after := uint64(i + 1)
+		woken := make(chan error, 1)
+		go func() { woken <- s.Wait(ctx, id, after) }()
+		if i == 0 {
+			time.Sleep(100 * time.Millisecond) // let the first wait subscribe
+		}
+		if err := peer.Append(ctx, eventstore.NoFence, ev); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-woken; err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 {
+			continue // its wake-up may have come before the subscription was live
+		}
+		got := s.Announced(id, after, 0)
+		switch {
+		case ev.Sequence == 3 && got != nil:
+			t.Errorf("Announced the large event: %d events", len(got))
+		case ev.Sequence == 4:
+			if diff := cmp.Diff([]protocol.Event{ev}, got); diff != "" {
+				t.Errorf("Announced after the large event (-want +got):\n%s", diff)
+			}
+		}
+	}
+	got, err := s.Read(ctx, id, 2, 1)
+	if err != nil || len(got) != 1 || string(got[0].Data) != large {
+		t.Errorf("Read of the large event: %d events, %v", len(got), err)
+	}
+}

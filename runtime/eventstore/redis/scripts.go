@@ -1,6 +1,10 @@
 package redis
 
-import goredis "github.com/redis/go-redis/v9"
+import (
+	"strconv"
+
+	goredis "github.com/redis/go-redis/v9"
+)
 
 // Every operation that reads state and then writes depending on it is one Lua script, so
 // it is atomic against every other replica without WATCH/MULTI retries. All keys a
@@ -43,6 +47,13 @@ local function ms(x)
   return string.format('%.0f', x)
 end
 `
+
+// maxCarriedBytes bounds the data of an event its wake-up carries. Every subscribed
+// replica's pub/sub connection receives what an append publishes, and Redis drops a
+// connection whose unread messages pass its client-output-buffer-limit for pub/sub
+// (32 MiB by default): a burst of large events carried whole could reach that. A larger
+// event's wake-up is the sequence alone, and its readers Read it.
+const maxCarriedBytes = 64 << 10
 
 // orphanExpiry is the Lua function orphan_expiry(now, ttl): the instant, in ms as
 // formatted by ms(), until which a running execution's keys are kept when written at now
@@ -150,9 +161,11 @@ return lease(1)
 // creates a key, where refreshing every key's ttl cost one per key touched.
 //
 // The wake-up it publishes is "<sequence> event" ("<sequence> terminal" for a terminal
-// event), a newline, and the event as stored: type, newline, timestamp, newline, the
-// has-data flag and the data (see hub.go, which hands it to readers).
-var appendScript = goredis.NewScript(nowMS + orphanExpiry + `
+// event), then, for an event whose data is at most maxCarriedBytes, a newline and the
+// event as stored: type, newline, timestamp, newline, the has-data flag and the data
+// (see hub.go, which hands it to readers).
+var appendScript = goredis.NewScript(nowMS + orphanExpiry +
+	"local max_carried = " + strconv.Itoa(maxCarriedBytes) + "\n" + `
 local state = redis.call('HMGET', KEYS[1], 'last_sequence', 'terminal', 'lease_fence', 'orphan_expires')
 if not state[1] then
   return -1
@@ -307,11 +320,15 @@ elseif ARGV[6] ~= '0' then
 end
 -- Wake-ups announce the sequence, whether it ends the execution, and carry the event
 -- itself (see hub.go).
-local kind = ' event\n'
+local head = ARGV[1] .. ' event'
 if ARGV[4] == '1' then
-  kind = ' terminal\n'
+  head = ARGV[1] .. ' terminal'
 end
-redis.call('PUBLISH', ARGV[7], ARGV[1] .. kind .. ARGV[2] .. '\n' .. ARGV[3] .. '\n' .. ARGV[9] .. (data or ''))
+if #(data or '') <= max_carried then
+  redis.call('PUBLISH', ARGV[7], head .. '\n' .. ARGV[2] .. '\n' .. ARGV[3] .. '\n' .. ARGV[9] .. (data or ''))
+else
+  redis.call('PUBLISH', ARGV[7], head)
+end
 return 0
 `)
 
