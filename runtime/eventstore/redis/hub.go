@@ -265,7 +265,8 @@ func (h *hub) manage() {
 
 // sync subscribes to the channels joined since the last sync. With all (the periodic
 // sweep), or after a reconnect, it looks at every topic: it also unsubscribes from those
-// idle for linger and forgets those left behind.
+// idle for linger, forgets those left behind, and drops the tails of those nobody waits
+// on.
 func (h *hub) sync(all bool) {
 	now := time.Now()
 	var sub, unsub []string
@@ -287,6 +288,12 @@ func (h *hub) sync(all bool) {
 	h.resync = false
 	clear(h.wanted)
 	for channel, t := range h.topics {
+		if t.refs == 0 {
+			// Nobody waits on it: a reader that comes back later reads from Redis, and
+			// the tails of the executions that ended since the last sweep go now
+			// rather than when their subscriptions end.
+			h.forget(t, len(t.tail))
+		}
 		switch {
 		case t.refs > 0 && !t.subscribed:
 			t.subscribed = true

@@ -4,6 +4,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // tailSeqs returns the sequences in t's tail.
@@ -82,5 +83,22 @@ func TestHubTailBudget(t *testing.T) {
 	h.remember(extra, 1, "x")
 	if len(extra.tail) != 0 || h.tailBytes != hubTailBytes {
 		t.Errorf("past the hub's budget: kept %d events, hub counts %d bytes; want none and %d", len(extra.tail), h.tailBytes, hubTailBytes)
+	}
+}
+
+// The periodic sweep drops the tails of topics nobody waits on, subscribed or not.
+func TestSweepDropsIdleTails(t *testing.T) {
+	h := &hub{topics: map[string]*topic{}, wanted: map[string]struct{}{}}
+	idle := &topic{subscribed: true, isReady: true, idleSince: time.Now()}
+	busy := &topic{subscribed: true, isReady: true, refs: 1}
+	h.topics["idle"], h.topics["busy"] = idle, busy
+	h.remember(idle, 1, "output.delta\nts\n1{}")
+	h.remember(busy, 1, "output.delta\nts\n1{}")
+	h.sync(true)
+	if len(idle.tail) != 0 || len(busy.tail) != 1 || h.tailBytes != busy.tailBytes {
+		t.Errorf("after the sweep: idle tail %d, busy tail %d, hub %d bytes; want 0, 1 and the busy one's", len(idle.tail), len(busy.tail), h.tailBytes)
+	}
+	if h.topics["idle"] == nil {
+		t.Error("the sweep forgot a topic idle for less than linger")
 	}
 }
