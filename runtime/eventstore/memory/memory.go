@@ -165,12 +165,16 @@ const (
 
 // keep returns a copy of data (nil for nil) in e's payload chunks. A chunk is only ever
 // appended to, and one that is full is left where the earlier copies point rather than
-// grown by moving them: so a copy costs an allocation per chunk instead of one per event,
-// and the memory held stays within a chunk's slack of the payloads' own size, however
-// long the execution runs. Called with e.mu held.
+// grown by moving them: so a copy costs an allocation per chunk instead of one per event.
+// A payload larger than a quarter of the largest chunk gets an allocation of its own,
+// so that the room a chunk is left with when the next payload does not fit stays below
+// a quarter of it, however long the execution runs. Called with e.mu held.
 func (e *execution) keep(data []byte) json.RawMessage {
 	if data == nil {
 		return nil
+	}
+	if len(data) > maxPayloadChunk/4 {
+		return bytes.Clone(data)
 	}
 	if len(e.payloads)+len(data) > cap(e.payloads) {
 		size := min(max(2*cap(e.payloads), minPayloadChunk), maxPayloadChunk)
