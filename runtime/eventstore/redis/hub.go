@@ -56,8 +56,9 @@ const (
 // When the connection fails (an error, or no answer to a ping), the hub replaces it
 // with a new PubSub and subscribes again to every channel with waiters; each
 // confirmation wakes that channel's waiters, which then re-read the state they might
-// have missed meanwhile. Waiters also re-read it every recheckInterval, which bounds
-// the delay while Redis is unreachable.
+// have missed meanwhile. What the old connection delivered is forgotten, since a
+// failover may have lost writes it announced. Waiters also re-read the state every
+// recheckInterval, which bounds the delay while Redis is unreachable.
 type hub struct {
 	client goredis.UniversalClient
 	done   <-chan struct{}
@@ -387,6 +388,11 @@ func (h *hub) restart(old *goredis.PubSub) {
 		h.resync = true
 		for _, t := range h.topics {
 			t.subscribed, t.pending, t.current = false, 0, false
+			// What came on the old connection may no longer hold if Redis failed over
+			// and lost writes it had announced: waiters read the state again, and the
+			// announced events are read from Redis, until new messages come.
+			t.messages, t.last, t.kind = 0, 0, ""
+			h.forget(t, len(t.tail))
 			// Joiners from now on wait for the new subscription.
 			if t.isReady {
 				t.ready, t.isReady = make(chan struct{}), false

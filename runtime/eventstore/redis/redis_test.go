@@ -477,6 +477,47 @@ func TestAnnouncedTailSurvivesPubSubLoss(t *testing.T) {
 	t.Logf("%d of %d events came from the wake-ups", announced.Load(), events)
 }
 
+// What a Store was told on a pub/sub connection it lost is forgotten: Redis may have
+// failed over and lost the writes those messages announced, so the announced events are
+// read from Redis again.
+func TestAnnouncedForgottenWithTheConnection(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	prefix := newPrefix(t)
+	name := strings.TrimSuffix(strings.ReplaceAll(prefix, ":", "-"), "-")
+	s := open(t, prefix, redisstore.WithClientOptions(func(o *goredis.Options) { o.ClientName = name }))
+	peer := openPeer(t, prefix)
+	admin := newClient(t)
+	const id = "exe_announced_forgotten"
+	if _, err := peer.Create(ctx, eventstore.Record{ID: id}, "", 0); err != nil {
+		t.Fatal(err)
+	}
+	// Wait until the store is told of event 2 on a live subscription.
+	woken := make(chan error, 1)
+	go func() { woken <- s.Wait(ctx, id, 1) }()
+	for seq := uint64(1); seq <= 2; seq++ {
+		if seq == 2 {
+			time.Sleep(100 * time.Millisecond) // let the wait subscribe
+		}
+		if err := peer.Append(ctx, eventstore.NoFence, event(id, seq, protocol.EventOutputDelta, `{"index":0,"text":"x"}`)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := <-woken; err != nil {
+		t.Fatal(err)
+	}
+	if s.Announced(id, 1, 0) == nil {
+		t.Fatal("event 2 was not announced on a live subscription")
+	}
+	killPubSub(ctx, t, admin, name, 1)
+	for s.Announced(id, 1, 0) != nil {
+		if ctx.Err() != nil {
+			t.Fatal("the announced events outlived the connection that carried them")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 // killPubSub waits until the connections of the client named name include one
 // subscribed to subs channels, then kills every connection of that client (CLIENT
 // KILL), pooled ones included.
