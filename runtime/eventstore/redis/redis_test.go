@@ -1151,3 +1151,41 @@ func TestLargeEventsAreNotCarried(t *testing.T) {
 		t.Errorf("Read of the large event: %d events, %v", len(got), err)
 	}
 }
+
+// A Redis that lost its script cache (a restart, SCRIPT FLUSH) answers the pipelined
+// EVALSHA of Create and Append with NOSCRIPT: both run their script again with EVAL.
+func TestScriptCacheFlushed(t *testing.T) {
+	ctx := t.Context()
+	prefix := newPrefix(t)
+	s := open(t, prefix)
+	admin := newClient(t)
+	const id = "exe_script_flush"
+	for _, leased := range []bool{true, false} {
+		id := fmt.Sprintf("%s_%t", id, leased)
+		if err := admin.ScriptFlush(ctx).Err(); err != nil {
+			t.Fatal(err)
+		}
+		owner, ttl := "", time.Duration(0)
+		if leased {
+			owner, ttl = "replica-a", time.Minute
+		}
+		lease, err := s.Create(ctx, eventstore.Record{ID: id}, owner, ttl)
+		if err != nil {
+			t.Fatalf("Create after SCRIPT FLUSH: %v", err)
+		}
+		if err := admin.ScriptFlush(ctx).Err(); err != nil {
+			t.Fatal(err)
+		}
+		ev := event(id, 1, protocol.EventOutputDelta, `{"index":0,"text":"x"}`)
+		if err := s.Append(ctx, lease.Fence, ev); err != nil {
+			t.Fatalf("Append after SCRIPT FLUSH: %v", err)
+		}
+		got, err := s.Read(ctx, id, 0, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff([]protocol.Event{ev}, got); diff != "" {
+			t.Errorf("Read (-want +got):\n%s", diff)
+		}
+	}
+}
