@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -46,27 +45,9 @@ func TestAccessLogKeepsEveryLine(t *testing.T) {
 	}
 }
 
-// syncBuffer is a destination that a test reads while the log writes to it.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // Buffered lines are written out while the process runs, not only at Close.
 func TestAccessLogWritesWhileRunning(t *testing.T) {
-	var out syncBuffer
+	var out lockedBuffer
 	access := telemetry.NewAccessLog(zap.Options{DestWriter: &out})
 	defer access.Close()
 	access.Write(httpapi.AccessEntry{Route: "GET /v1/executions/{id}", Method: "GET", Status: 200})

@@ -101,9 +101,16 @@ type world struct {
 	upstream *upstream
 }
 
+// lockedBuffer collects lines that a test reads while they are written.
 type lockedBuffer struct {
 	mu sync.Mutex
 	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
 }
 
 func (l *lockedBuffer) line(prefix, args string) {
