@@ -29,20 +29,20 @@ func parseTime(v any) (time.Time, error) {
 // errCorrupt reports a reply that this package cannot have written.
 var errCorrupt = errors.New("unexpected reply shape")
 
-// decodeEvents turns an XRANGE reply into the events of execution id. Every payload is
-// copied into one buffer: two allocations for the copies of the whole batch.
+// stored is an event as the store keeps it, fields still as text.
+type stored struct {
+	seq     uint64
+	typ, ts string
+	data    string
+	hasData bool
+}
+
+// decodeEvents turns an XRANGE reply into the events of execution id.
 func decodeEvents(id string, reply []any) ([]protocol.Event, error) {
 	if len(reply) == 0 {
 		return nil, nil
 	}
-	type raw struct {
-		seq     uint64
-		typ, ts string
-		data    string
-		hasData bool
-	}
-	entries := make([]raw, len(reply))
-	size := 0
+	entries := make([]stored, len(reply))
 	for i, r := range reply {
 		entry, ok := r.([]any)
 		if !ok || len(entry) != 2 {
@@ -69,9 +69,36 @@ func decodeEvents(id string, reply []any) ([]protocol.Event, error) {
 				e.ts = value
 			case "data":
 				e.data, e.hasData = value, true
-				size += len(value)
 			}
 		}
+	}
+	return toEvents(id, entries)
+}
+
+// decodeAnnounced turns the events wake-ups carried (see appendScript) into the events
+// of execution id.
+func decodeAnnounced(id string, as []announcement) ([]protocol.Event, error) {
+	if len(as) == 0 {
+		return nil, nil
+	}
+	entries := make([]stored, len(as))
+	for i, a := range as {
+		typ, rest, ok1 := strings.Cut(a.event, "\n")
+		ts, data, ok2 := strings.Cut(rest, "\n")
+		if !ok1 || !ok2 || data == "" || (data[0] != '0' && data[0] != '1') || (data[0] == '0' && len(data) > 1) {
+			return nil, fmt.Errorf("announced event %d: %w", a.seq, errCorrupt)
+		}
+		entries[i] = stored{seq: a.seq, typ: typ, ts: ts, data: data[1:], hasData: data[0] == '1'}
+	}
+	return toEvents(id, entries)
+}
+
+// toEvents makes the events of execution id from stored ones. Every payload is copied
+// into one buffer: two allocations for the copies of the whole batch.
+func toEvents(id string, entries []stored) ([]protocol.Event, error) {
+	size := 0
+	for _, e := range entries {
+		size += len(e.data)
 	}
 	buf := make([]byte, 0, size)
 	out := make([]protocol.Event, len(entries))
@@ -90,38 +117,6 @@ func decodeEvents(id string, reply []any) ([]protocol.Event, error) {
 			start := len(buf)
 			buf = append(buf, e.data...)
 			// Cap at the end of this payload so appending to it cannot reach the next.
-			out[i].Data = buf[start:len(buf):len(buf)]
-		}
-	}
-	return out, nil
-}
-
-// decodeAnnounced turns the events wake-ups carried (see appendScript) into the events
-// of execution id, copying every payload into one buffer as decodeEvents does.
-func decodeAnnounced(id string, as []announcement) ([]protocol.Event, error) {
-	if len(as) == 0 {
-		return nil, nil
-	}
-	size := 0
-	for _, a := range as {
-		size += len(a.event)
-	}
-	buf := make([]byte, 0, size)
-	out := make([]protocol.Event, len(as))
-	for i, a := range as {
-		typ, rest, ok1 := strings.Cut(a.event, "\n")
-		ts, data, ok2 := strings.Cut(rest, "\n")
-		if !ok1 || !ok2 || data == "" || (data[0] != '0' && data[0] != '1') || (data[0] == '0' && len(data) > 1) {
-			return nil, fmt.Errorf("announced event %d: %w", a.seq, errCorrupt)
-		}
-		t, err := time.Parse(time.RFC3339Nano, ts)
-		if err != nil {
-			return nil, fmt.Errorf("announced event %d timestamp: %w", a.seq, err)
-		}
-		out[i] = protocol.Event{ExecutionID: id, Sequence: a.seq, Timestamp: t, Type: protocol.EventType(typ)}
-		if data[0] == '1' {
-			start := len(buf)
-			buf = append(buf, data[1:]...)
 			out[i].Data = buf[start:len(buf):len(buf)]
 		}
 	}
