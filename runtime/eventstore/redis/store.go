@@ -733,8 +733,20 @@ type waiting struct {
 func (s *Store) block(ctx context.Context, w waiting) error {
 	t := s.hub.join(w.channel)
 	defer s.hub.leave(t)
-	timer := time.NewTimer(recheckInterval)
-	defer timer.Stop()
+	// The recheck timer is made once the call has to sleep: a wait that the messages
+	// received answer at once (a live tail's, at every event) costs none.
+	var timer *time.Timer
+	recheckC := func() <-chan time.Time {
+		if timer == nil {
+			timer = time.NewTimer(recheckInterval)
+		}
+		return timer.C
+	}
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
 
 	if ready, live := s.hub.readyChan(t); !live {
 		if w.precheck {
@@ -747,7 +759,7 @@ func (s *Store) block(ctx context.Context, w waiting) error {
 		// it does not come in time (Redis unreachable), polling takes over.
 		select {
 		case <-ready:
-		case <-timer.C:
+		case <-recheckC():
 			timer.Reset(recheckInterval)
 		case <-ctx.Done():
 			return ctx.Err()
@@ -760,7 +772,8 @@ func (s *Store) block(ctx context.Context, w waiting) error {
 	recheck := false // the recheck interval passed since the last read
 	for {
 		wake, heard := s.hub.watch(t)
-		// Messages are facts about the stored state, however long ago they came.
+		// Messages received on the current connection are facts about the stored state,
+		// however long ago they came (a reconnect forgets them).
 		if heard.messages > 0 {
 			if done, err := w.told(heard); done {
 				return err
@@ -785,7 +798,7 @@ func (s *Store) block(ctx context.Context, w waiting) error {
 		failures, recheck = 0, false
 		select {
 		case <-wake:
-		case <-timer.C:
+		case <-recheckC():
 			timer.Reset(recheckInterval)
 			recheck = true
 		case <-ctx.Done():
