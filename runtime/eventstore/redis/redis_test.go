@@ -358,8 +358,7 @@ func TestWaitersSurvivePubSubLoss(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 	prefix := newPrefix(t)
-	name := strings.TrimSuffix(strings.ReplaceAll(prefix, ":", "-"), "-")
-	s := open(t, prefix, redisstore.WithClientOptions(func(o *goredis.Options) { o.ClientName = name }))
+	s, name := openNamed(t, prefix)
 	peer := openPeer(t, prefix)
 	admin := newClient(t)
 
@@ -402,8 +401,7 @@ func TestAnnouncedTailSurvivesPubSubLoss(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
 	prefix := newPrefix(t)
-	name := strings.TrimSuffix(strings.ReplaceAll(prefix, ":", "-"), "-")
-	s := open(t, prefix, redisstore.WithClientOptions(func(o *goredis.Options) { o.ClientName = name }))
+	s, name := openNamed(t, prefix)
 	peer := openPeer(t, prefix)
 	admin := newClient(t)
 
@@ -484,8 +482,7 @@ func TestAnnouncedForgottenWithTheConnection(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 	prefix := newPrefix(t)
-	name := strings.TrimSuffix(strings.ReplaceAll(prefix, ":", "-"), "-")
-	s := open(t, prefix, redisstore.WithClientOptions(func(o *goredis.Options) { o.ClientName = name }))
+	s, name := openNamed(t, prefix)
 	peer := openPeer(t, prefix)
 	admin := newClient(t)
 	const id = "exe_announced_forgotten"
@@ -516,6 +513,51 @@ func TestAnnouncedForgottenWithTheConnection(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// clientName is a client name unique to the test's key prefix: killPubSub finds the
+// connections of a Store by it.
+func clientName(prefix string) string {
+	return strings.TrimSuffix(strings.ReplaceAll(prefix, ":", "-"), "-")
+}
+
+// openNamed opens a Store under prefix whose connections carry clientName(prefix).
+func openNamed(t *testing.T, prefix string) (*redisstore.Store, string) {
+	t.Helper()
+	name := clientName(prefix)
+	return open(t, prefix, redisstore.WithClientOptions(func(o *goredis.Options) { o.ClientName = name })), name
+}
+
+// openCounting opens a Store under prefix on a client of its own, whose state reads and
+// scripts the returned hook counts.
+func openCounting(t *testing.T, prefix string) (*redisstore.Store, *countReads) {
+	t.Helper()
+	client := newClient(t)
+	hook := &countReads{}
+	client.AddHook(hook)
+	s, err := redisstore.NewFromClient(client, redisstore.WithKeyPrefix(prefix), redisstore.WithRetention(retention))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s, hook
+}
+
+// awaitSubscribed waits until Redis has a subscriber on channel and also (when not
+// nil) reports true.
+func awaitSubscribed(ctx context.Context, t *testing.T, admin *goredis.Client, channel string, also func() bool) {
+	t.Helper()
+	for ctx.Err() == nil {
+		subs, err := admin.PubSubNumSub(ctx, channel).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if subs[channel] == 1 && (also == nil || also()) {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Fatalf("no subscriber on %s in time", channel)
 }
 
 // killPubSub waits until the connections of the client named name include one
@@ -727,7 +769,7 @@ func TestWaitersSurviveFailedReads(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 	prefix := newPrefix(t)
-	name := strings.TrimSuffix(strings.ReplaceAll(prefix, ":", "-"), "-")
+	name := clientName(prefix)
 	client := newClient(t, func(o *goredis.Options) { o.ClientName = name })
 	hook := &failReads{}
 	client.AddHook(hook)
@@ -926,14 +968,7 @@ func TestLiveTailWaitsWithoutReads(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 	prefix := newPrefix(t)
-	client := newClient(t)
-	hook := &countReads{}
-	client.AddHook(hook)
-	s, err := redisstore.NewFromClient(client, redisstore.WithKeyPrefix(prefix), redisstore.WithRetention(retention))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
+	s, hook := openCounting(t, prefix)
 	peer := openPeer(t, prefix)
 
 	const id, events = "exe_live_tail", 40
@@ -947,17 +982,7 @@ func TestLiveTailWaitsWithoutReads(t *testing.T) {
 	// subscription, so that every later wait finds it live.
 	first := make(chan error, 1)
 	go func() { first <- s.Wait(ctx, id, 1) }()
-	admin, channel := newClient(t), prefix+"{"+id+"}:wake"
-	for ctx.Err() == nil {
-		subs, err := admin.PubSubNumSub(ctx, channel).Result()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if subs[channel] == 1 {
-			break
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	awaitSubscribed(ctx, t, newClient(t), prefix+"{"+id+"}:wake", nil)
 	unannounced := 0
 	for seq := uint64(2); seq <= events; seq++ {
 		typ, data := protocol.EventOutputDelta, `{"index":0,"text":"x y\nz"}`
@@ -1017,14 +1042,7 @@ func TestWaitCancelReadsOnce(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 	prefix := newPrefix(t)
-	client := newClient(t)
-	hook := &countReads{}
-	client.AddHook(hook)
-	s, err := redisstore.NewFromClient(client, redisstore.WithKeyPrefix(prefix), redisstore.WithRetention(retention))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
+	s, hook := openCounting(t, prefix)
 	peer := openPeer(t, prefix)
 	admin := newClient(t)
 
@@ -1044,17 +1062,8 @@ func TestWaitCancelReadsOnce(t *testing.T) {
 			before := hook.reads.Load()
 			done := make(chan error, 1)
 			go func() { done <- s.WaitCancel(ctx, id) }()
-			channel := prefix + "{" + id + "}:cancel"
-			for ctx.Err() == nil {
-				subs, err := admin.PubSubNumSub(ctx, channel).Result()
-				if err != nil {
-					t.Fatal(err)
-				}
-				if subs[channel] == 1 && hook.reads.Load() > before {
-					break // subscribed, and the read made once it is live is done
-				}
-				time.Sleep(5 * time.Millisecond)
-			}
+			// Subscribed, and the read made once the subscription is live is done.
+			awaitSubscribed(ctx, t, admin, prefix+"{"+id+"}:cancel", func() bool { return hook.reads.Load() > before })
 			if tc.cancel {
 				if err := peer.RequestCancel(ctx, id); err != nil {
 					t.Fatal(err)
