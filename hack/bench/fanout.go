@@ -331,9 +331,13 @@ type gate struct {
 	srv   *http.Server
 	proxy *httputil.ReverseProxy
 	log   *log.Logger
+	// calls counts the calls being served: close waits for them, as the server's Close
+	// does not, so that none logs after the run has returned.
+	calls sync.WaitGroup
 
-	mu    sync.Mutex
-	round *gateRound
+	mu     sync.Mutex
+	round  *gateRound
+	closed bool // calls are counted under mu until close sets it, then refused
 }
 
 // gateRound is one armed round: arrived is closed when its first call arrives.
@@ -376,8 +380,16 @@ func (g *gate) arm() (arrived <-chan struct{}, release func()) {
 
 func (g *gate) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	g.mu.Lock()
-	r := g.round
+	r, closed := g.round, g.closed
+	if !closed {
+		g.calls.Add(1)
+	}
 	g.mu.Unlock()
+	if closed {
+		http.Error(w, "the gate is closed", http.StatusServiceUnavailable)
+		return
+	}
+	defer g.calls.Done()
 	if r != nil {
 		r.arrivedOnce.Do(func() { close(r.arrived) })
 		select {
@@ -404,4 +416,12 @@ func (g *gate) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	}
 }
 
-func (g *gate) close() { _ = g.srv.Close() }
+// close closes the gate's connections, which ends the calls being served, and waits for
+// them to return.
+func (g *gate) close() {
+	g.mu.Lock()
+	g.closed = true
+	g.mu.Unlock()
+	_ = g.srv.Close()
+	g.calls.Wait()
+}

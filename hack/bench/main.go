@@ -19,6 +19,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"sync"
 	"syscall"
 )
 
@@ -50,9 +51,23 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if !ok {
 		return fmt.Errorf("unknown subcommand %q\n%s", args[0], usage)
 	}
-	err := cmd(ctx, args[1:], stdout, stderr)
+	// Progress goes to stderr from several goroutines (the fan-out's gate logs from its
+	// handlers): one lock orders the writes.
+	err := cmd(ctx, args[1:], stdout, &lockedWriter{w: stderr})
 	if errors.Is(err, flag.ErrHelp) {
 		return nil
 	}
 	return err
+}
+
+// lockedWriter serializes the writes of several goroutines to w.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
