@@ -36,16 +36,31 @@ func DecodeEvent(data []byte) (Event, error) {
 	return ev, err
 }
 
-// DecodeDelta is UnmarshalData for output.delta, the most frequent event, returning the
-// value: a fold that decodes it this way allocates nothing for its usual form.
-func DecodeDelta(data []byte) (OutputDeltaData, error) {
-	var d OutputDeltaData
-	if decodePlain(data, &d) {
-		return d, nil
+// DeltaView is the data of output.delta as a fold reads it: Text may share the bytes it
+// was decoded from, so that a fold that only copies the text elsewhere (the status's
+// output text, a script argument) makes no string of it first.
+type DeltaView struct {
+	Index int
+	Type  string
+	Text  []byte
+}
+
+// DecodeDelta is UnmarshalData for output.delta, the most frequent event, into a view:
+// for its usual form (keys as the engine writes them, a text without escapes) it
+// allocates nothing, and Text shares data's bytes. The caller must not change data
+// while it uses the view.
+func DecodeDelta(data []byte) (DeltaView, error) {
+	if json.Valid(data) {
+		c := jsonCursor{data: data}
+		if v, ok := c.plainDelta(); ok && c.peek() == 0 {
+			return v, nil
+		}
 	}
 	var slow OutputDeltaData // escapes to the heap, on this path only
-	err := jsonv1.Unmarshal(data, &slow)
-	return slow, err
+	if err := jsonv1.Unmarshal(data, &slow); err != nil {
+		return DeltaView{}, err
+	}
+	return DeltaView{Index: slow.Index, Type: slow.Type, Text: []byte(slow.Text)}, nil
 }
 
 // decodePlain decodes data into v when v is one of the payloads every execution records
@@ -67,18 +82,9 @@ func decodePlain(data []byte, v any) bool {
 	var ok bool
 	switch d := v.(type) {
 	case *OutputDeltaData:
-		var out OutputDeltaData
-		ok = c.plainObject([]string{"index", "type", "text"}, func(field int) bool {
-			switch field {
-			case 0:
-				return c.plainInt(&out.Index)
-			case 1:
-				return c.plainString(&out.Type)
-			}
-			return c.plainString(&out.Text)
-		})
-		if ok {
-			*d = out
+		var v DeltaView
+		if v, ok = c.plainDelta(); ok {
+			*d = OutputDeltaData{Index: v.Index, Type: v.Type, Text: string(v.Text)}
 		}
 	case *RouteSelectedData:
 		var out RouteSelectedData
@@ -134,6 +140,40 @@ func decodePlain(data []byte, v any) bool {
 		}
 	}
 	return ok && c.peek() == 0
+}
+
+// plainDelta decodes output.delta's data at the cursor in the plain form (see
+// decodePlain). Text shares the document's bytes when it has no escapes; the part type
+// the engine always writes, "text", is the constant rather than a copy.
+func (c *jsonCursor) plainDelta() (DeltaView, bool) {
+	var v DeltaView
+	ok := c.plainObject([]string{"index", "type", "text"}, func(field int) bool {
+		switch field {
+		case 0:
+			return c.plainInt(&v.Index)
+		case 1:
+			if c.peek() != '"' {
+				return false
+			}
+			if raw, plain := c.rawString(); plain && string(raw) == `"text"` {
+				v.Type = "text"
+			} else {
+				v.Type = stringValue(raw, plain)
+			}
+			return true
+		}
+		if c.peek() != '"' {
+			return false
+		}
+		raw, plain := c.rawString()
+		if plain {
+			v.Text = raw[1 : len(raw)-1]
+		} else {
+			v.Text = []byte(unquote(raw))
+		}
+		return true
+	})
+	return v, ok
 }
 
 // plainObject walks the object at the cursor when its keys are among names, exactly as

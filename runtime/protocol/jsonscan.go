@@ -71,7 +71,11 @@ func unquote(raw []byte) string {
 
 // str consumes the string at the cursor and returns its value.
 func (c *jsonCursor) str() string {
-	raw, plain := c.rawString()
+	return stringValue(c.rawString())
+}
+
+// stringValue returns the value of a string token as rawString returns it.
+func stringValue(raw []byte, plain bool) string {
 	if plain {
 		return string(raw[1 : len(raw)-1])
 	}

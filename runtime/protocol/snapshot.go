@@ -192,7 +192,7 @@ func (s *Snapshot) applyData(ev Event) error {
 		if err != nil {
 			return err
 		}
-		s.appendText(d)
+		s.appendText(d.Index, d.Type, d.Text)
 	case EventToolCallStarted:
 		var d ToolCallStartedData
 		if err := UnmarshalData(ev.Data, &d); err != nil {
@@ -249,20 +249,19 @@ func (s *Snapshot) state() *fold {
 	return s.fold
 }
 
-func (s *Snapshot) appendText(d OutputDeltaData) {
+func (s *Snapshot) appendText(index int, typ string, text []byte) {
 	st := s.state()
-	i, found := slices.BinarySearchFunc(s.Output, d.Index, func(p OutputPart, index int) int {
+	i, found := slices.BinarySearchFunc(s.Output, index, func(p OutputPart, index int) int {
 		return cmp.Compare(p.Index, index)
 	})
 	if !found {
-		typ := d.Type
 		if typ == "" {
 			typ = "text"
 		}
-		s.Output = slices.Insert(s.Output, i, OutputPart{Index: d.Index, Type: typ})
+		s.Output = slices.Insert(s.Output, i, OutputPart{Index: index, Type: typ})
 	}
-	b := builder(st.text, d.Index, s.Output[i].Text)
-	b.WriteString(d.Text)
+	b := builder(st.text, index, s.Output[i].Text)
+	b.Write(text)
 	// String shares the builder's bytes, so this is O(1) however long the text grows.
 	s.Output[i].Text = b.String()
 }

@@ -652,7 +652,48 @@ func FuzzDecodePlain(f *testing.F) {
 		check(&RouteSelectedData{}, &RouteSelectedData{})
 		check(&CompletedData{}, &CompletedData{})
 		check(&UsageReportedData{}, &UsageReportedData{})
+
+		// DecodeDelta, plain form or not, decodes what encoding/json does.
+		var want OutputDeltaData
+		wantErr := json.Unmarshal(data, &want)
+		got, err := DecodeDelta(data)
+		switch {
+		case (err != nil) != (wantErr != nil):
+			t.Fatalf("DecodeDelta(%q): error %v, encoding/json's %v", data, err, wantErr)
+		case err == nil && (got.Index != want.Index || got.Type != want.Type || string(got.Text) != want.Text):
+			t.Fatalf("DecodeDelta(%q) = %+v, encoding/json decodes %+v", data, got, want)
+		}
 	})
+}
+
+// DecodeDelta takes the engine's form of output.delta without an allocation, its text
+// sharing the data's bytes, and decodes any other form into a view of its own.
+func TestDecodeDelta(t *testing.T) {
+	data := []byte(`{"index":2,"type":"text","text":"café <b>"}`)
+	var v DeltaView
+	if n := testing.AllocsPerRun(100, func() {
+		var err error
+		if v, err = DecodeDelta(data); err != nil {
+			t.Fatal(err)
+		}
+	}); n != 0 {
+		t.Errorf("DecodeDelta of the plain form: %v allocations, want 0", n)
+	}
+	if v.Index != 2 || v.Type != "text" || string(v.Text) != "café <b>" {
+		t.Fatalf("DecodeDelta = %+v", v)
+	}
+	if &v.Text[0] != &data[len(`{"index":2,"type":"text","text":"`)] {
+		t.Error("the text of the plain form is a copy, want the data's bytes")
+	}
+
+	escaped := []byte(`{"Text":"a\nb","index":1}`) // a key's case and an escape: encoding/json decides
+	v, err := DecodeDelta(escaped)
+	if err != nil || v.Index != 1 || v.Type != "" || string(v.Text) != "a\nb" {
+		t.Fatalf("DecodeDelta(%s) = %+v, %v", escaped, v, err)
+	}
+	if _, err := DecodeDelta([]byte(`{"index":"1"}`)); err == nil {
+		t.Error("an index that is a string was accepted")
+	}
 }
 
 // FuzzUnmarshalData: the folds' and clients' decoding accepts and refuses exactly what
