@@ -5,6 +5,7 @@ package httpapi_test
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"fmt"
 	"net"
 	"net/http"
@@ -14,6 +15,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/switchboard-dev/switchboard/runtime/engine"
 )
 
 // Allocation and stack bounds of the hot paths, from the figures measured when they were
@@ -22,8 +25,10 @@ import (
 // tests in a run of their own without -race. Raise a bound only with a reason.
 const (
 	// maxAllocsPerAccept bounds POST /v1/executions → 202 with the execution's own work
-	// up to its adapter (measured: 70 to 84, as the execution's goroutine runs).
-	maxAllocsPerAccept = 100
+	// up to its adapter, all of it counted (measured: 124 every run). The bound of 100
+	// before counted a varying share of that work (83 to 125 in one series of runs),
+	// and failed now and then.
+	maxAllocsPerAccept = 130
 	// maxAllocsPerFrame bounds one delivered SSE frame of a replayed stream, its share
 	// of the store reads and of the stream's set-up included (measured: 0.103).
 	maxAllocsPerFrame = 0.15
@@ -34,11 +39,16 @@ const (
 )
 
 // TestAcceptAllocations: accepting an execution allocates at most maxAllocsPerAccept
-// times. The executions wait in their adapter, so only the accept path and the
-// execution's start are counted.
+// times. Each run waits until its execution is in the adapter, where it stays, so that
+// the accept path and the execution's start up to the provider call are counted whole:
+// counting while the executions' goroutines still run would count a varying share.
 func TestAcceptAllocations(t *testing.T) {
 	e := newEnv(t, withMaxConcurrent(1<<16))
-	e.setScript(hang)
+	started := make(chan struct{})
+	e.setScript(func(ctx context.Context, a engine.Attempt, em engine.Emitter) (engine.Outcome, error) {
+		started <- struct{}{}
+		return hang(ctx, a, em)
+	})
 	body := []byte(chat("count my allocations"))
 	allocs := testing.AllocsPerRun(200, func() {
 		req := httptest.NewRequest(http.MethodPost, "/v1/executions", bytes.NewReader(body))
@@ -48,6 +58,7 @@ func TestAcceptAllocations(t *testing.T) {
 		if rec.Code != http.StatusAccepted {
 			t.Fatalf("status %d: %s", rec.Code, rec.Body)
 		}
+		<-started
 	})
 	t.Logf("%.1f allocations per accepted execution", allocs)
 	if allocs > maxAllocsPerAccept {
