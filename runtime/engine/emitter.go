@@ -264,7 +264,8 @@ var _ Emitter = (*emitter)(nil)
 // Emit implements Emitter.
 func (em *emitter) Emit(typ protocol.EventType, data any) error {
 	// Encoding happens before the lock: a large payload does not hold up other emits.
-	raws, v, outBytes, err := encodeEvents(typ, data, em.log)
+	var one [1]json.RawMessage // the usual case, one event, without an allocation
+	raws, v, outBytes, err := encodeEvents(one[:0], typ, data, em.log)
 	if err != nil || raws == nil {
 		if errors.Is(err, ErrOutputTooLarge) {
 			em.w.mu.Lock()
@@ -358,13 +359,13 @@ func (em *emitter) close() (output bool) {
 // within protocol.MaxEventBytes, envelope fields included.
 const maxPieceText = protocol.MaxEventBytes / 8
 
-// encodeEvents checks and encodes data for typ (checkData) and returns what to record:
-// one event's data, or — for a text or tool-argument delta whose encoding is larger
+// encodeEvents checks and encodes data for typ (checkData) and appends to dst what to
+// record: one event's data, or — for a text or tool-argument delta whose encoding is larger
 // than protocol.MaxEventBytes — the delta split at rune boundaries into pieces that fit,
 // in order, which the result snapshot concatenates back into the same text.
 // Any other event larger than protocol.MaxEventBytes gives ErrOutputTooLarge. outBytes
 // is the materialized output the event adds (spec/http-api.md, "Limits").
-func encodeEvents(typ protocol.EventType, data any, log logr.Logger) (raws []json.RawMessage, v any, outBytes int64, err error) {
+func encodeEvents(dst []json.RawMessage, typ protocol.EventType, data any, log logr.Logger) (raws []json.RawMessage, v any, outBytes int64, err error) {
 	v, raw, err := checkData(typ, data, log)
 	if err != nil || raw == nil {
 		return nil, nil, 0, err
@@ -374,12 +375,12 @@ func encodeEvents(typ protocol.EventType, data any, log logr.Logger) (raws []jso
 	case protocol.OutputDeltaData:
 		outBytes = int64(len(d.Text))
 		if tooLarge {
-			raws = pieces(d.Text, func(p string) any { d.Text = p; return d })
+			raws = pieces(dst, d.Text, func(p string) any { d.Text = p; return d })
 		}
 	case protocol.ToolCallArgsDeltaData:
 		outBytes = int64(len(d.Delta))
 		if tooLarge {
-			raws = pieces(d.Delta, func(p string) any { d.Delta = p; return d })
+			raws = pieces(dst, d.Delta, func(p string) any { d.Delta = p; return d })
 		}
 	case protocol.OutputResultData:
 		outBytes = int64(len(d.Result))
@@ -390,17 +391,16 @@ func encodeEvents(typ protocol.EventType, data any, log logr.Logger) (raws []jso
 	case tooLarge:
 		return nil, nil, 0, fmt.Errorf("emit %s: %d bytes of data: %w", typ, len(raw), ErrOutputTooLarge)
 	}
-	return []json.RawMessage{raw}, v, outBytes, nil
+	return append(dst, raw), v, outBytes, nil
 }
 
-// pieces encodes the payloads with(p) for each piece p of s, in order (see split).
-func pieces(s string, with func(piece string) any) []json.RawMessage {
-	parts := split(s, maxPieceText)
-	out := make([]json.RawMessage, len(parts))
-	for i, p := range parts {
-		out[i] = mustMarshal(with(p))
+// pieces appends to dst the encoded payloads with(p) for each piece p of s, in order
+// (see split).
+func pieces(dst []json.RawMessage, s string, with func(piece string) any) []json.RawMessage {
+	for _, p := range split(s, maxPieceText) {
+		dst = append(dst, mustMarshal(with(p)))
 	}
-	return out
+	return dst
 }
 
 // split cuts s into pieces of at most n bytes, never inside a UTF-8 sequence.
@@ -423,7 +423,7 @@ func split(s string, n int) []string {
 // mustMarshal encodes a payload that has just been encoded whole; a piece of it cannot
 // fail where the whole did not.
 func mustMarshal(v any) json.RawMessage {
-	b, err := json.Marshal(v)
+	b, err := encodeData(v)
 	if err != nil {
 		panic("engine: re-encoding a checked payload failed: " + err.Error())
 	}
@@ -512,11 +512,21 @@ func checkData(typ protocol.EventType, data any, log logr.Logger) (any, json.Raw
 	if err != nil {
 		return nil, nil, fmt.Errorf("emit %s: %w", typ, err)
 	}
-	raw, err := json.Marshal(v)
+	raw, err := encodeData(v)
 	if err != nil {
 		return nil, nil, fmt.Errorf("emit %s: data cannot be encoded: %w", typ, ErrInvalidEvent)
 	}
 	return v, raw, nil
+}
+
+// encodeData encodes a checked payload as encoding/json does: output.delta, recorded for
+// every token, by hand (protocol.AppendDelta, the same bytes without reflection), any
+// other with encoding/json.
+func encodeData(v any) (json.RawMessage, error) {
+	if d, ok := v.(protocol.OutputDeltaData); ok {
+		return protocol.AppendDelta(make([]byte, 0, len(d.Type)+len(d.Text)+32), d), nil
+	}
+	return json.Marshal(v)
 }
 
 // checked converts data to T and applies check, which may normalise the value and

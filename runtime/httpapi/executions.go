@@ -129,7 +129,7 @@ func appendAccepted(dst []byte, id string, createdAt time.Time, token string) []
 	}
 	escaped := url.PathEscape(id) // returns id itself, without allocating, for our ids
 	dst = append(dst, `{"id":`...)
-	dst = appendJSONString(dst, id)
+	dst = protocol.AppendJSONString(dst, id)
 	dst = append(dst, `,"status":"accepted","created_at":"`...)
 	dst = createdAt.AppendFormat(dst, time.RFC3339Nano)
 	dst = append(dst, `","links":{"self":`...)
@@ -146,7 +146,7 @@ func appendAccepted(dst []byte, id string, createdAt time.Time, token string) []
 // appendLink appends the JSON string "/v1/executions/<escapedID><suffix>".
 func appendLink(dst []byte, escapedID, suffix string) []byte {
 	dst = append(dst, `"/v1/executions/`...)
-	dst = appendJSONStringContent(dst, escapedID)
+	dst = protocol.AppendJSONStringContent(dst, escapedID)
 	dst = append(dst, suffix...)
 	return append(dst, '"')
 }
