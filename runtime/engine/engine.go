@@ -415,7 +415,7 @@ func (e *Engine) create(ctx context.Context, id string, createdAt time.Time, req
 	}
 	createdAt = createdAt.UTC().Truncate(time.Microsecond)
 	acc := Accepted{ID: id, CreatedAt: createdAt, DeadlineAt: createdAt.Add(route.Deadline)}
-	log := e.log.WithValues("execution", id)
+	log := withLazyValues(e.log, "execution", id)
 
 	info, err := json.Marshal(Info{
 		Ability:    req.Ability,
@@ -430,8 +430,12 @@ func (e *Engine) create(ctx context.Context, id string, createdAt time.Time, req
 		return Accepted{}, nil, errInternal()
 	}
 	// Once creation starts it must finish: an execution stored without its accepted
-	// event would never end, so the caller's cancellation must not cut it short.
-	wctx := context.WithoutCancel(ctx)
+	// event would never end, so the caller's cancellation must not cut it short. (A
+	// context without a Done channel, as the HTTP API passes, cannot be cancelled.)
+	wctx := ctx
+	if ctx.Done() != nil {
+		wctx = context.WithoutCancel(ctx)
+	}
 	rec := eventstore.Record{ID: id, CreatedAt: createdAt, Info: info, IdempotencyKey: sub.idempotencyKey}
 	lease, err := e.store.Create(wctx, rec, e.replica, e.lease)
 	if err != nil {

@@ -153,7 +153,7 @@ func (e *Engine) takeOver(ctx context.Context, id string) bool {
 		e.log.Error(err, "Cannot acquire an orphaned execution's lease", "execution", id)
 		return false
 	}
-	log := e.log.WithValues("execution", id, "fence", lease.Fence)
+	log := withLazyValues(e.log, "execution", id, "fence", lease.Fence)
 	// From here on the execution is this replica's: the previous owner's writes are
 	// refused. Whatever happens it must end, so the store calls do not end with ctx.
 	wctx := context.WithoutCancel(ctx)

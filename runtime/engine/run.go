@@ -24,7 +24,8 @@ func (e *Engine) run(parent context.Context, x *execution, body func(context.Con
 	// The execution keeps the submitter's values (trace ids) but not its cancellation;
 	// it ends on a cancel request, when Shutdown stops it, at its deadline or when its
 	// lease is lost, each with its cause.
-	base, cancel := context.WithCancelCause(context.WithoutCancel(parent))
+	detached := context.WithoutCancel(parent)
+	base, cancel := context.WithCancelCause(detached)
 	defer cancel(nil)
 	base, span := e.startExecutionSpan(base, parent, x)
 	stopShutdown := context.AfterFunc(e.root, func() { cancel(context.Cause(e.root)) })
@@ -36,7 +37,7 @@ func (e *Engine) run(parent context.Context, x *execution, body func(context.Con
 
 	// The lease is renewed until the terminal event is written, also while the adapter
 	// cleans up after a cancel, so leaseCtx ends last.
-	leaseCtx, stopLease := context.WithCancel(context.WithoutCancel(parent))
+	leaseCtx, stopLease := context.WithCancel(detached)
 	defer stopLease()
 	e.keepLease(leaseCtx, x, cancel)
 
@@ -214,7 +215,7 @@ func (e *Engine) attempt(ctx context.Context, x *execution, n int, d *routing.De
 // runAttempt runs attempt n (see attempt), emitting through em.
 func (e *Engine) runAttempt(ctx context.Context, x *execution, n int, d *routing.Deployment, call adapterCall, em *emitter) (Outcome, *protocol.Error, bool, bool) {
 
-	log := x.log.WithValues("attempt", n, "deployment", d.RefString(), "provider", d.Provider)
+	log := withLazyValues(x.log, "attempt", n, "deployment", d.RefString(), "provider", d.Provider)
 	factory := e.providers[d.Provider].New
 	if factory == nil {
 		log.Error(nil, "No adapter factory for provider")
