@@ -121,11 +121,11 @@ func decodePlain(data []byte, v any) bool {
 				entries = c.plainObject([]string{"unit", "quantity", "source"}, func(field int) bool {
 					switch field {
 					case 0:
-						return c.plainString(&u.Unit)
+						return c.plainInterned(&u.Unit, usageWords)
 					case 1:
 						return c.plainFloat(&u.Quantity)
 					}
-					return c.plainString(&u.Source)
+					return c.plainInterned(&u.Source, usageWords)
 				})
 				if !entries {
 					return errStop
@@ -152,15 +152,7 @@ func (c *jsonCursor) plainDelta() (DeltaView, bool) {
 		case 0:
 			return c.plainInt(&v.Index)
 		case 1:
-			if c.peek() != '"' {
-				return false
-			}
-			if raw, plain := c.rawString(); plain && string(raw) == `"text"` {
-				v.Type = "text"
-			} else {
-				v.Type = stringValue(raw, plain)
-			}
-			return true
+			return c.plainInterned(&v.Type, deltaTypes)
 		}
 		if c.peek() != '"' {
 			return false
@@ -210,6 +202,35 @@ func (c *jsonCursor) plainString(dst *string) bool {
 		return false
 	}
 	*dst = c.str()
+	return true
+}
+
+// Values of string fields that the folds decode at every execution, returned as these
+// constants rather than as a copy of the data (plainInterned).
+var (
+	deltaTypes = []string{"text"}
+	usageWords = []string{
+		UnitInputTokens, UnitOutputTokens, UnitCacheReadTokens, UnitCacheWriteTokens,
+		UnitReasoningTokens, SourceProvider, SourceRuntime,
+	}
+)
+
+// plainInterned is plainString for a field whose usual values are known: a value
+// among known is that constant, without an allocation.
+func (c *jsonCursor) plainInterned(dst *string, known []string) bool {
+	if c.peek() != '"' {
+		return false
+	}
+	raw, plain := c.rawString()
+	if plain {
+		for _, k := range known {
+			if string(raw[1:len(raw)-1]) == k {
+				*dst = k
+				return true
+			}
+		}
+	}
+	*dst = stringValue(raw, plain)
 	return true
 }
 

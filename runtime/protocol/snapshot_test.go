@@ -765,3 +765,22 @@ func TestDecodeEventCopiesData(t *testing.T) {
 		t.Errorf("after reusing the buffer: data %s, id %q; want %s, exe_1", ev.Data, ev.ExecutionID, want)
 	}
 }
+
+// The usage the engine writes decodes with the allocations of its list only: the units
+// and sources are the constants.
+func TestDecodeUsageAllocations(t *testing.T) {
+	data := []byte(`{"usage":[{"unit":"input_tokens","quantity":12,"source":"provider"},{"unit":"output_tokens","quantity":3,"source":"provider"}]}`)
+	var d UsageReportedData
+	n := testing.AllocsPerRun(100, func() {
+		d = UsageReportedData{}
+		if err := UnmarshalData(data, &d); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if len(d.Usage) != 2 || d.Usage[1].Unit != UnitOutputTokens || d.Usage[1].Source != SourceProvider {
+		t.Fatalf("decoded %+v", d)
+	}
+	if n > 2 {
+		t.Errorf("%v allocations, want at most 2 (the list growing)", n)
+	}
+}
