@@ -9,10 +9,10 @@ import (
 	"github.com/switchboard-dev/switchboard/runtime/protocol"
 )
 
-// The hand-written encoders of this package produce the bytes encoding/json would for
-// the few shapes on hot paths (the 202 body, the event envelope of every SSE frame),
-// without reflection and with no allocation beyond the caller's buffer; their strings
-// are encoded by protocol.AppendJSONString.
+// The hand-written encoders of this package produce the same JSON values as
+// encoding/json for the few shapes on hot paths (the 202 body, the event envelope of
+// every SSE frame), without reflection and with no allocation beyond the caller's
+// buffer; their strings are encoded by protocol.AppendJSONString.
 
 // appendEnvelope appends ev as its JSON envelope (spec/events.md, "Envelope") on one
 // line. Event data is stored as the engine encoded it (compact JSON); data holding a line

@@ -251,8 +251,8 @@ func (s *Snapshot) state() *fold {
 
 func (s *Snapshot) appendText(index int, typ string, text []byte) {
 	st := s.state()
-	i, found := slices.BinarySearchFunc(s.Output, index, func(p OutputPart, index int) int {
-		return cmp.Compare(p.Index, index)
+	i, found := slices.BinarySearchFunc(s.Output, index, func(p OutputPart, target int) int {
+		return cmp.Compare(p.Index, target)
 	})
 	if !found {
 		if typ == "" {
