@@ -79,6 +79,7 @@ func runOverhead(ctx context.Context, args []string, stdout, stderr io.Writer) (
 	lat := newTable(stdout, "conc", "side", "calls", "ttfo_p50_ms", "ttfo_p99_ms", "end_p50_ms", "end_p99_ms")
 	type procRow struct {
 		conc, executions int
+		accept           [2]time.Duration // POST → 202, p50 and p99
 		cpu              time.Duration
 		rss              int64
 	}
@@ -118,7 +119,13 @@ func runOverhead(ctx context.Context, args []string, stdout, stderr io.Writer) (
 		if err != nil {
 			return err
 		}
-		procRows = append(procRows, procRow{conc: c, executions: len(got[1]), cpu: perExec, rss: mem})
+		var accept []time.Duration
+		for _, t := range got[1] {
+			accept = append(accept, t.accepted)
+		}
+		accept = sortedCopy(accept)
+		procRows = append(procRows, procRow{conc: c, executions: len(got[1]), cpu: perExec, rss: mem,
+			accept: [2]time.Duration{percentile(accept, .5), percentile(accept, .99)}})
 
 		var ttfo, end [2][]time.Duration
 		for side := range 2 {
@@ -143,10 +150,10 @@ func runOverhead(ctx context.Context, args []string, stdout, stderr io.Writer) (
 		return err
 	}
 	fmt.Fprintln(stdout)
-	fmt.Fprintln(stdout, "runtime process over the measured batches (CPU: utime+stime from /proc; RSS: VmRSS at the end of the level)")
-	pt := newTable(stdout, "conc", "executions", "cpu_ms_per_exec", "rss_MiB")
+	fmt.Fprintln(stdout, "runtime calls and process over the measured batches (accept: POST sent → 202; CPU: utime+stime from /proc; RSS: VmRSS at the end of the level)")
+	pt := newTable(stdout, "conc", "executions", "accept_p50_ms", "accept_p99_ms", "cpu_ms_per_exec", "rss_MiB")
 	for _, r := range procRows {
-		pt.row(fmt.Sprint(r.conc), fmt.Sprint(r.executions), ms(r.cpu), mib(r.rss))
+		pt.row(fmt.Sprint(r.conc), fmt.Sprint(r.executions), ms(r.accept[0]), ms(r.accept[1]), ms(r.cpu), mib(r.rss))
 	}
 	return pt.flush()
 }
