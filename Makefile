@@ -150,17 +150,18 @@ bench: envtest-assets ## Run the benchmarks.
 
 ##@ Benchmarks
 
-# End-to-end benchmarks of the built binary (hack/bench/README.md). Each builds switchboard
-# and the demo provider from this tree into a temporary folder, unless BENCH_FLAGS names
-# binaries: BENCH_FLAGS='-switchboard /tmp/base/switchboard' measures a baseline built from
-# another commit with the same client. They are not part of `make test`.
+# End-to-end benchmarks of the built binary (hack/bench/README.md). Each builds switchboard,
+# the demo provider and the baseline relay from this tree into a temporary folder, unless
+# BENCH_FLAGS names binaries: BENCH_FLAGS='-switchboard /tmp/base/switchboard' measures a
+# switchboard built from another commit with the same client. They are not part of
+# `make test`.
 BENCH_FLAGS ?=
 # BENCH_REDIS_URL is the Redis of bench-throughput's redis EventStore. Nothing is flushed;
 # the runtime's keys expire after the benchmark's -retention (10m).
 BENCH_REDIS_URL ?= redis://127.0.0.1:6379/15
 
 .PHONY: bench-overhead
-bench-overhead: ## Latency a call through the runtime adds to a direct provider call; runtime CPU and RSS.
+bench-overhead: ## Latency a call through the runtime (and through the baseline relay) adds to a direct provider call; CPU and RSS.
 	go run ./hack/bench overhead $(BENCH_FLAGS)
 
 .PHONY: bench-fanout
@@ -168,7 +169,7 @@ bench-fanout: ## One execution's events streamed to 1, 100 and 1000 subscribers:
 	go run ./hack/bench fanout $(BENCH_FLAGS)
 
 .PHONY: bench-throughput
-bench-throughput: ## Executions per second accepted and completed, memory and redis EventStores.
+bench-throughput: ## Executions per second accepted and completed: the baseline relay, then the memory and redis EventStores.
 	go run ./hack/bench throughput -redis-url $(BENCH_REDIS_URL) $(BENCH_FLAGS)
 
 .PHONY: bench-e2e

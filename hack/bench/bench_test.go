@@ -19,14 +19,15 @@ import (
 // benchmarks keep working as the runtime changes. The figures are not checked: only
 // that every call succeeded and the tables have their rows.
 
-// buildBinaries builds switchboard and the demo provider into dir. The test builds
+// buildBinaries builds switchboard, the demo provider and the relay into dir. The test builds
 // them itself rather than in TestMain, so that `go test -run '^$' -bench .` builds
 // nothing.
 func buildBinaries(t *testing.T, dir string) {
 	t.Helper()
 	var wg sync.WaitGroup
-	errs := make([]error, 2)
-	for i, pkg := range []string{switchboardPkg, demoProviderPkg} {
+	pkgs := []string{switchboardPkg, demoProviderPkg, relayPkg}
+	errs := make([]error, len(pkgs))
+	for i, pkg := range pkgs {
 		wg.Go(func() {
 			out, err := exec.Command("go", "build", "-o", filepath.Join(dir, path.Base(pkg)), pkg).CombinedOutput()
 			if err != nil {
@@ -52,7 +53,8 @@ func redisURL() string {
 func TestSubcommands(t *testing.T) {
 	binDir := t.TempDir()
 	buildBinaries(t, binDir)
-	bins := []string{"-switchboard", filepath.Join(binDir, "switchboard"), "-demoprovider", filepath.Join(binDir, "demoprovider")}
+	bins := []string{"-switchboard", filepath.Join(binDir, "switchboard"), "-demoprovider", filepath.Join(binDir, "demoprovider"),
+		"-relay", filepath.Join(binDir, "relay")}
 	tests := []struct {
 		name string
 		args []string
@@ -61,9 +63,10 @@ func TestSubcommands(t *testing.T) {
 		name: "overhead",
 		args: []string{"overhead", "-c", "1,4", "-n", "20", "-batch", "10", "-warmup", "2"},
 		rows: []string{
-			`^1 +direct +20 `, `^1 +runtime +20 `, `^1 +added +\+`, `^1 +ratio +[0-9.]+x`,
-			`^4 +direct +20 `, `^4 +runtime +20 `, `^4 +added `, `^4 +ratio `,
-			`^1 +20 +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]+$`, `^4 +20 +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]+$`,
+			`^1 +direct +20 `, `^1 +relay +20 `, `^1 +runtime +20 `, `^1 +added +\+`, `^1 +relay_added +[-+]`, `^1 +ratio +[0-9.]+x`,
+			`^4 +direct +20 `, `^4 +relay +20 `, `^4 +runtime +20 `, `^4 +added `, `^4 +relay_added `, `^4 +ratio `,
+			`^1 +relay +20 +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]+$`, `^1 +runtime +20 +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]+$`,
+			`^4 +relay +20 +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]+$`, `^4 +runtime +20 +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]+$`,
 		},
 	}, {
 		name: "fanout",
@@ -72,7 +75,10 @@ func TestSubcommands(t *testing.T) {
 	}, {
 		name: "throughput",
 		args: []string{"throughput", "-c", "4", "-warmup", "100ms", "-duration", "300ms", "-redis-url", redisURL()},
-		rows: []string{`^memory +4 +[1-9][0-9]* +[1-9][0-9]* `, `^redis +4 +[1-9][0-9]* +[1-9][0-9]* `},
+		rows: []string{
+			`^relay +4 +[1-9][0-9]* +[1-9][0-9]* `, `^memory +4 +[1-9][0-9]* +[1-9][0-9]* `, `^redis +4 +[1-9][0-9]* +[1-9][0-9]* `,
+			`^memory +[0-9.]+x +[0-9.]+x +[0-9.]+x +[0-9.]+x$`, `^redis +[0-9.]+x +[0-9.]+x +[0-9.]+x +[0-9.]+x$`,
+		},
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -5,9 +5,10 @@
 //	go run ./hack/bench fanout      # one execution's events streamed to many subscribers
 //	go run ./hack/bench throughput  # executions per second, memory and redis EventStores
 //
-// Each subcommand builds switchboard and the demo provider into a temporary folder, or
-// takes them from -switchboard and -demoprovider, so that a binary built from another
-// commit can be measured with the same client in the same session. Tables go to stdout,
+// Each subcommand builds switchboard, the demo provider and the baseline relay
+// (hack/relay) into a temporary folder, or takes them from -switchboard, -demoprovider
+// and -relay, so that a binary built from another commit can be measured with the same
+// client in the same session. Tables go to stdout,
 // progress to stderr; any failed call or execution ends the run with an error.
 package main
 

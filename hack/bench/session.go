@@ -24,6 +24,7 @@ import (
 const (
 	switchboardPkg  = "github.com/switchboard-dev/switchboard/cmd/switchboard"
 	demoProviderPkg = "github.com/switchboard-dev/switchboard/hack/demoprovider"
+	relayPkg        = "github.com/switchboard-dev/switchboard/hack/relay"
 )
 
 // benchKey is the credential the demo provider requires and the runtime's Secret holds;
@@ -40,6 +41,7 @@ const (
 type common struct {
 	switchboard   string
 	demoprovider  string
+	relay         string
 	maxConcurrent int
 	retention     time.Duration
 	extraFlags    string
@@ -49,6 +51,7 @@ type common struct {
 func (c *common) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.switchboard, "switchboard", "", "switchboard binary to measure (default: build ./cmd/switchboard into a temporary folder)")
 	fs.StringVar(&c.demoprovider, "demoprovider", "", "demo provider binary (default: build ./hack/demoprovider into a temporary folder)")
+	fs.StringVar(&c.relay, "relay", "", "baseline relay binary (default: build ./hack/relay into a temporary folder)")
 	fs.IntVar(&c.maxConcurrent, "max-concurrent", 4096, "switchboard --max-concurrent-executions")
 	fs.DurationVar(&c.retention, "retention", 10*time.Minute, "switchboard --retention: how long finished executions are kept (in memory or in Redis)")
 	fs.StringVar(&c.extraFlags, "switchboard-flags", "", "more switchboard flags, space-separated (e.g. \"--zap-log-level=error\")")
@@ -82,6 +85,9 @@ func newSession(ctx context.Context, c common, stdout, stderr io.Writer) (*sessi
 	if s.demoprovider == "" {
 		builds = append(builds, build{&s.demoprovider, demoProviderPkg, "demoprovider"})
 	}
+	if s.relay == "" {
+		builds = append(builds, build{&s.relay, relayPkg, "relay"})
+	}
 	errs := make([]error, len(builds))
 	var wg sync.WaitGroup
 	for i, b := range builds {
@@ -101,7 +107,7 @@ func newSession(ctx context.Context, c common, stdout, stderr io.Writer) (*sessi
 		os.RemoveAll(dir)
 		return nil, err
 	}
-	for _, p := range []*string{&s.switchboard, &s.demoprovider} {
+	for _, p := range []*string{&s.switchboard, &s.demoprovider, &s.relay} {
 		abs, err := filepath.Abs(*p)
 		if err != nil {
 			os.RemoveAll(dir)
@@ -111,6 +117,7 @@ func newSession(ctx context.Context, c common, stdout, stderr io.Writer) (*sessi
 	}
 	fmt.Fprintf(stdout, "switchboard:  %s (%s)\n", s.switchboard, binaryVersion(ctx, s.switchboard))
 	fmt.Fprintf(stdout, "demoprovider: %s\n", s.demoprovider)
+	fmt.Fprintf(stdout, "relay:        %s (the baseline: the same exchanges with net/http alone)\n", s.relay)
 	fmt.Fprintf(stdout, "client:       %d CPUs, GOMAXPROCS %d\n\n", runtime.NumCPU(), runtime.GOMAXPROCS(0))
 	return s, nil
 }
@@ -226,7 +233,26 @@ func (s *session) startDemoProvider(chunks int, delay time.Duration) (string, er
 	if err != nil {
 		return "", err
 	}
-	const ready = "demoprovider listening on http://"
+	return p.readyAddr("demoprovider listening on http://")
+}
+
+// startRelay starts the baseline relay (hack/relay) in front of the OpenAI-compatible
+// API at endpoint, asking for model.
+func (s *session) startRelay(endpoint, model string) (*runtimeProc, error) {
+	p, err := s.start("relay", s.relay, "--addr", "127.0.0.1:0", "--upstream", endpoint, "--model", model, "--api-key", benchKey)
+	if err != nil {
+		return nil, err
+	}
+	addr, err := p.readyAddr("relay listening on http://")
+	if err != nil {
+		return nil, err
+	}
+	return &runtimeProc{proc: p, api: addr, metrics: addr}, nil
+}
+
+// readyAddr waits for the line that starts with ready in p's log and returns the rest
+// of it: the address p listens on.
+func (p *proc) readyAddr(ready string) (string, error) {
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) && !p.exited() {
 		data, _ := os.ReadFile(p.log)
@@ -241,7 +267,7 @@ func (s *session) startDemoProvider(chunks int, delay time.Duration) (string, er
 	return "", p.failure("no ready line")
 }
 
-// runtimeProc is a started switchboard and its addresses.
+// runtimeProc is a started switchboard, or the relay, and its addresses.
 type runtimeProc struct {
 	*proc
 	api     string // host:port of the execution API

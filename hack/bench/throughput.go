@@ -27,6 +27,7 @@ func runThroughput(ctx context.Context, args []string, stdout, stderr io.Writer)
 	stores := fs.String("stores", "memory,redis", "EventStores to measure, comma-separated (memory, redis)")
 	redisURL := fs.String("redis-url", "redis://127.0.0.1:6379/15", "switchboard --redis-url for the redis store; nothing is flushed, keys expire after -retention")
 	chunks := fs.Int("chunks", 10, "text deltas per answer")
+	baseline := fs.Bool("baseline", true, "measure the relay (hack/relay) first: the same exchanges with net/http alone")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -55,27 +56,41 @@ func runThroughput(ctx context.Context, args []string, stdout, stderr io.Writer)
 		*conc, *chunks)
 	fmt.Fprintf(stdout, "  window %s after %s of warm-up; accepted = 202s received in the window, completed = terminal events received in it\n", *duration, *warmup)
 	fmt.Fprintln(stdout, "  accept: POST sent → 202; end: POST sent → execution.completed (executions submitted in the window)")
-	fmt.Fprintln(stdout, "  per exec: the runtime's CPU time and heap allocations (Go metrics of /metrics) in the window, per completed execution")
+	fmt.Fprintln(stdout, "  per exec: the server's CPU time and heap allocations (Go metrics of /metrics) in the window, per completed execution")
+	if *baseline {
+		fmt.Fprintln(stdout, "  relay: the baseline (hack/relay), the same calls and events with net/http alone, events in memory")
+	}
 	fmt.Fprintln(stdout)
 	tab := newTable(stdout, "store", "submitters", "accepted_per_s", "completed_per_s", "accept_p50_ms", "accept_p99_ms",
 		"end_p50_ms", "end_p99_ms", "cpu_ms_per_exec", "alloc_KiB_per_exec", "mallocs_per_exec", "rss_MiB")
+	if *baseline {
+		names = append([]string{"relay"}, names...)
+	}
+	results := map[string]*throughputResult{}
 	for _, store := range names {
-		fmt.Fprintf(stderr, "bench: throughput with the %s EventStore\n", store)
-		flags := []string{"--event-store", store}
-		if store == "redis" {
-			flags = append(flags, "--redis-url", *redisURL)
+		var rt *runtimeProc
+		if store == "relay" {
+			fmt.Fprintln(stderr, "bench: throughput of the relay")
+			rt, err = s.startRelay("http://"+provider+"/openai/v1", overheadModel)
+		} else {
+			fmt.Fprintf(stderr, "bench: throughput with the %s EventStore\n", store)
+			flags := []string{"--event-store", store}
+			if store == "redis" {
+				flags = append(flags, "--redis-url", *redisURL)
+			}
+			rt, err = s.startSwitchboard(ctx, "switchboard-"+store, "http://"+provider+"/openai/v1", overheadModel, flags...)
 		}
-		rt, err := s.startSwitchboard(ctx, "switchboard-"+store, "http://"+provider+"/openai/v1", overheadModel, flags...)
 		if err != nil {
 			return err
 		}
 		r, err := throughputRound(ctx, rt, *conc, *warmup, *duration, text)
 		if err != nil {
-			return fmt.Errorf("%s EventStore: %w", store, err)
+			return fmt.Errorf("%s: %w", store, err)
 		}
 		if err := rt.stop(); err != nil {
 			return err
 		}
+		results[store] = r
 		secs := duration.Seconds()
 		kib, mallocs := r.allocColumns()
 		tab.row(store, fmt.Sprint(*conc),
@@ -84,7 +99,26 @@ func runThroughput(ctx context.Context, args []string, stdout, stderr io.Writer)
 			ms(percentile(r.endLat, .5)), ms(percentile(r.endLat, .99)),
 			ms(r.cpuPerExec), kib, mallocs, mib(r.rss))
 	}
-	return tab.flush()
+	if err := tab.flush(); err != nil {
+		return err
+	}
+	base := results["relay"]
+	if base == nil {
+		return nil
+	}
+	fmt.Fprintln(stdout)
+	fmt.Fprintln(stdout, "each store against the relay (ratio of the figures above)")
+	vs := newTable(stdout, "store", "completed_per_s", "cpu_per_exec", "alloc_per_exec", "mallocs_per_exec")
+	for _, store := range names[1:] {
+		r := results[store]
+		allocs, mallocs := "n/a", "n/a"
+		if r.allocsOK && base.allocsOK {
+			allocs, mallocs = fmt.Sprintf("%.2fx", r.allocKiB/base.allocKiB), fmt.Sprintf("%.2fx", r.mallocs/base.mallocs)
+		}
+		vs.row(store, fmt.Sprintf("%.2fx", float64(r.completed)/float64(base.completed)),
+			ratio(r.cpuPerExec, base.cpuPerExec), allocs, mallocs)
+	}
+	return vs.flush()
 }
 
 // throughputResult is one store's measurement.
