@@ -82,64 +82,94 @@ func decodePlain(data []byte, v any) bool {
 	var ok bool
 	switch d := v.(type) {
 	case *OutputDeltaData:
-		var v DeltaView
-		if v, ok = c.plainDelta(); ok {
-			*d = OutputDeltaData{Index: v.Index, Type: v.Type, Text: string(v.Text)}
-		}
+		ok = c.plainDeltaData(d)
 	case *RouteSelectedData:
-		var out RouteSelectedData
-		ok = c.plainObject([]string{"attempt", "deployment", "provider", "model"}, func(field int) bool {
-			switch field {
-			case 0:
-				return c.plainInt(&out.Attempt)
-			case 1:
-				return c.plainString(&out.Deployment)
-			case 2:
-				return c.plainString(&out.Provider)
-			}
-			return c.plainString(&out.Model)
-		})
-		if ok {
-			*d = out
-		}
+		ok = c.plainRouteSelected(d)
 	case *CompletedData:
-		var out CompletedData
-		ok = c.plainObject([]string{"finish_reason"}, func(int) bool { return c.plainString(&out.FinishReason) })
-		if ok {
-			*d = out
-		}
+		ok = c.plainCompleted(d)
 	case *UsageReportedData:
-		var out UsageReportedData
-		ok = c.plainObject([]string{"usage"}, func(int) bool {
-			if c.peek() != '[' {
-				return false
-			}
-			out.Usage = []Usage{} // encoding/json makes [] an empty, non-nil slice
-			entries := true
-			_ = c.elements(func() error {
-				var u Usage
-				entries = c.plainObject([]string{"unit", "quantity", "source"}, func(field int) bool {
-					switch field {
-					case 0:
-						return c.plainInterned(&u.Unit, usageWords)
-					case 1:
-						return c.plainFloat(&u.Quantity)
-					}
-					return c.plainInterned(&u.Source, usageWords)
-				})
-				if !entries {
-					return errStop
-				}
-				out.Usage = append(out.Usage, u)
-				return nil
-			})
-			return entries
-		})
-		if ok {
-			*d = out
-		}
+		ok = c.plainUsageReported(d)
 	}
 	return ok && c.peek() == 0
+}
+
+// The decoders of decodePlain's payloads below each decode one payload at the cursor
+// into d and leave d as it was when the payload is not plain. They are never inlined,
+// so that only the frame of the one that runs is on the stack: the folds run on the
+// engine's execution goroutine, whose stack starts small, and one frame with the
+// variables of all four made it grow (spec/performance.md, "Goroutine stacks").
+
+//go:noinline
+func (c *jsonCursor) plainDeltaData(d *OutputDeltaData) bool {
+	v, ok := c.plainDelta()
+	if ok {
+		*d = OutputDeltaData{Index: v.Index, Type: v.Type, Text: string(v.Text)}
+	}
+	return ok
+}
+
+//go:noinline
+func (c *jsonCursor) plainRouteSelected(d *RouteSelectedData) bool {
+	var out RouteSelectedData
+	ok := c.plainObject([]string{"attempt", "deployment", "provider", "model"}, func(field int) bool {
+		switch field {
+		case 0:
+			return c.plainInt(&out.Attempt)
+		case 1:
+			return c.plainString(&out.Deployment)
+		case 2:
+			return c.plainString(&out.Provider)
+		}
+		return c.plainString(&out.Model)
+	})
+	if ok {
+		*d = out
+	}
+	return ok
+}
+
+//go:noinline
+func (c *jsonCursor) plainCompleted(d *CompletedData) bool {
+	var out CompletedData
+	ok := c.plainObject([]string{"finish_reason"}, func(int) bool { return c.plainString(&out.FinishReason) })
+	if ok {
+		*d = out
+	}
+	return ok
+}
+
+//go:noinline
+func (c *jsonCursor) plainUsageReported(d *UsageReportedData) bool {
+	var out UsageReportedData
+	ok := c.plainObject([]string{"usage"}, func(int) bool {
+		if c.peek() != '[' {
+			return false
+		}
+		out.Usage = []Usage{} // encoding/json makes [] an empty, non-nil slice
+		entries := true
+		_ = c.elements(func() error {
+			var u Usage
+			entries = c.plainObject([]string{"unit", "quantity", "source"}, func(field int) bool {
+				switch field {
+				case 0:
+					return c.plainInterned(&u.Unit, usageWords)
+				case 1:
+					return c.plainFloat(&u.Quantity)
+				}
+				return c.plainInterned(&u.Source, usageWords)
+			})
+			if !entries {
+				return errStop
+			}
+			out.Usage = append(out.Usage, u)
+			return nil
+		})
+		return entries
+	})
+	if ok {
+		*d = out
+	}
+	return ok
 }
 
 // plainDelta decodes output.delta's data at the cursor in the plain form (see

@@ -355,6 +355,44 @@ func (s *Snapshot) Clone() Snapshot {
 	return c
 }
 
+// Compact packs s for keeping once nothing more will be applied, as an EventStore
+// keeps a finished execution: every output text and tool-call argument string is copied
+// into one allocation, and the fold's builders, whose buffers carry growth slack, are
+// dropped (an Apply after all rebuilds them from the fields). Output parts of type text
+// share the constant. Copies handed out earlier (Clone) are not affected.
+func (s *Snapshot) Compact() {
+	s.fold = nil
+	size := 0
+	for _, p := range s.Output {
+		size += len(p.Text)
+	}
+	for _, tc := range s.ToolCalls {
+		size += len(tc.Arguments)
+	}
+	var b strings.Builder
+	b.Grow(size)
+	for _, p := range s.Output {
+		b.WriteString(p.Text)
+	}
+	for _, tc := range s.ToolCalls {
+		b.WriteString(tc.Arguments)
+	}
+	all, at := b.String(), 0
+	for i := range s.Output {
+		p := &s.Output[i]
+		n := len(p.Text)
+		p.Text, at = all[at:at+n], at+n
+		if p.Type == string(PartText) {
+			p.Type = string(PartText) // the constant, not a decoded copy
+		}
+	}
+	for i := range s.ToolCalls {
+		tc := &s.ToolCalls[i]
+		n := len(tc.Arguments)
+		tc.Arguments, at = all[at:at+n], at+n
+	}
+}
+
 // MarshalJSON encodes s with output, tool_calls, artifacts and usage always present as
 // arrays, also for a Snapshot that was not built by NewSnapshot.
 func (s Snapshot) MarshalJSON() ([]byte, error) {

@@ -430,6 +430,38 @@ func TestClone(t *testing.T) {
 	}
 }
 
+// TestCompact: a compacted snapshot reads the same, makes one allocation for its
+// strings, leaves earlier clones alone and, should another event come, still folds.
+func TestCompact(t *testing.T) {
+	events := numbered(accepted, routed, text(0, "ab"), text(1, "c"), text(0, "d"), started(0, "c1", "f"), args("c1", `{"x"`), args("c1", ":1}"))
+	s := Materialize(testExecID, events)
+	before := mustJSON(t, s)
+	c := s.Clone()
+	s.Compact()
+	if got := mustJSON(t, s); string(got) != string(before) {
+		t.Errorf("compacted = %s, want %s", got, before)
+	}
+	if got := mustJSON(t, c); string(got) != string(before) {
+		t.Errorf("the clone changed to %s", got)
+	}
+	// One allocation for every string.
+	clones := make([]Snapshot, 11)
+	for i := range clones {
+		clones[i] = Materialize(testExecID, events)
+	}
+	n := 0
+	if allocs := testing.AllocsPerRun(10, func() { clones[n].Compact(); n++ }); allocs != 1 {
+		t.Errorf("Compact allocated %v times, want 1", allocs)
+	}
+	more := eventAt(s.Sequence+1, text(1, "e"))
+	if err := s.Apply(more); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := mustJSON(t, s), mustJSON(t, Materialize(testExecID, append(events, more))); string(got) != string(want) {
+		t.Errorf("after Apply = %s, want %s", got, want)
+	}
+}
+
 // TestMaterializeSplitInvariance is a property test: however the same two texts and the
 // same two argument strings are cut into deltas, and however those deltas (and the
 // tool.call.started events) interleave and are re-delivered, the snapshot is the same.

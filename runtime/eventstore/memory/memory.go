@@ -7,7 +7,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -257,30 +256,18 @@ func (s *Store) Append(_ context.Context, fence eventstore.Fence, ev protocol.Ev
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	switch next := uint64(len(e.events)) + 1; {
-	case e.removed:
-		return notFound(ev.ExecutionID)
-	case fence != e.lease.Fence:
-		return leaseLost("append to", ev.ExecutionID, fence, e.lease.Fence)
-	case ev.Sequence == next-1 && next > 1 && e.events[next-2].same(ev):
-		return nil // a repeat of the Append that stored it, terminal or not
-	case e.terminal:
-		return fmt.Errorf("append to %s: %w", ev.ExecutionID, eventstore.ErrTerminated)
-	case ev.Sequence != next:
-		return fmt.Errorf("append to %s: sequence %d, next is %d: %w",
-			ev.ExecutionID, ev.Sequence, next, eventstore.ErrSequence)
+	if repeat, err := e.admit(fence, &ev); repeat || err != nil {
+		return err
 	}
 	var route *protocol.RouteStatus
 	if ev.Type == protocol.EventRouteSelected {
-		var d protocol.RouteSelectedData
-		if err := protocol.UnmarshalData(ev.Data, &d); err != nil {
-			return invalidData(ev, err)
+		if route, err = routeOf(&ev); err != nil {
+			return err
 		}
-		route = &protocol.RouteStatus{Deployment: d.Deployment, Provider: d.Provider, Model: d.Model}
 	}
 	// Apply is atomic: an event whose data does not decode leaves the snapshot as it was.
 	if err := e.snap.Apply(ev); err != nil {
-		return invalidData(ev, err)
+		return invalidData(&ev, err)
 	}
 	if route != nil {
 		e.attempts++
@@ -289,18 +276,66 @@ func (s *Store) Append(_ context.Context, fence eventstore.Fence, ev protocol.Ev
 	e.events = append(e.events, entry{ts: ev.Timestamp, typ: ev.Type, data: e.keep(ev.Data)})
 	e.updatedAt = ev.Timestamp
 	if ev.Type.Terminal() {
-		e.terminal = true
-		e.expiresAt = s.now().Add(s.retention)
-		e.compact()
-		e.snap = compactSnapshot(&e.snap)
-		e.fire()
-		s.expMu.Lock()
-		s.execExpires.add(e.expiresAt, ev.ExecutionID)
-		s.expMu.Unlock()
-		s.indexLease(e) // out of the orphan index
+		s.terminate(e)
 	}
 	e.notify()
 	return nil
+}
+
+// The helpers of Append below are never inlined, so that their frames are on the stack
+// only while they run. Append runs on the engine's execution goroutine, whose stack
+// starts small; with them inlined, Append's frame was 976 bytes and the goroutine's
+// stack was copied to twice its size at the first route.selected (spec/performance.md,
+// "Goroutine stacks").
+
+// admit checks that ev, the next event Append is to store, may be stored: repeat is
+// true for a repeat of the Append that stored it, which stores nothing and succeeds.
+// The caller holds e.mu.
+//
+//go:noinline
+func (e *execution) admit(fence eventstore.Fence, ev *protocol.Event) (repeat bool, err error) {
+	switch next := uint64(len(e.events)) + 1; {
+	case e.removed:
+		return false, notFound(ev.ExecutionID)
+	case fence != e.lease.Fence:
+		return false, leaseLost("append to", ev.ExecutionID, fence, e.lease.Fence)
+	case ev.Sequence == next-1 && next > 1 && e.events[next-2].same(*ev):
+		return true, nil // a repeat of the Append that stored it, terminal or not
+	case e.terminal:
+		return false, fmt.Errorf("append to %s: %w", ev.ExecutionID, eventstore.ErrTerminated)
+	case ev.Sequence != next:
+		return false, fmt.Errorf("append to %s: sequence %d, next is %d: %w",
+			ev.ExecutionID, ev.Sequence, next, eventstore.ErrSequence)
+	}
+	return false, nil
+}
+
+// routeOf is the route a route.selected event records.
+//
+//go:noinline
+func routeOf(ev *protocol.Event) (*protocol.RouteStatus, error) {
+	var d protocol.RouteSelectedData
+	if err := protocol.UnmarshalData(ev.Data, &d); err != nil {
+		return nil, invalidData(ev, err)
+	}
+	return &protocol.RouteStatus{Deployment: d.Deployment, Provider: d.Provider, Model: d.Model}, nil
+}
+
+// terminate ends e after its terminal event was stored: it keeps e for the retention,
+// compacted, wakes its cancel watchers and takes it out of the orphan index. The caller
+// holds e.mu.
+//
+//go:noinline
+func (s *Store) terminate(e *execution) {
+	e.terminal = true
+	e.expiresAt = s.now().Add(s.retention)
+	e.compact()
+	e.snap.Compact()
+	e.fire()
+	s.expMu.Lock()
+	s.execExpires.add(e.expiresAt, e.rec.ID)
+	s.expMu.Unlock()
+	s.indexLease(e) // out of the orphan index
 }
 
 // Get implements eventstore.Store.
@@ -790,47 +825,8 @@ func leaseLost(op, id string, fence, current eventstore.Fence) error {
 }
 
 // invalidData reports an event whose data does not decode as its type's data.
-func invalidData(ev protocol.Event, err error) error {
+func invalidData(ev *protocol.Event, err error) error {
 	return fmt.Errorf("append to %s: event %d (%s): %w: %w", ev.ExecutionID, ev.Sequence, ev.Type, eventstore.ErrInvalid, err)
-}
-
-// textType is the type of every output part the engine records.
-const textType = "text"
-
-// compactSnapshot returns a copy of a terminal execution's snapshot without the fold's
-// builders and with every text and argument string packed into one allocation: nothing
-// will be appended any more, and the builders' buffers carry growth slack. Part types
-// that are "text" (all of them, from the engine) share one constant.
-func compactSnapshot(s *protocol.Snapshot) protocol.Snapshot {
-	c := s.Clone()
-	size := 0
-	for _, p := range c.Output {
-		size += len(p.Text)
-	}
-	for _, tc := range c.ToolCalls {
-		size += len(tc.Arguments)
-	}
-	var b strings.Builder
-	b.Grow(size)
-	for _, p := range c.Output {
-		b.WriteString(p.Text)
-	}
-	for _, tc := range c.ToolCalls {
-		b.WriteString(tc.Arguments)
-	}
-	all, at := b.String(), 0
-	for i := range c.Output {
-		n := len(c.Output[i].Text)
-		c.Output[i].Text, at = all[at:at+n], at+n
-		if c.Output[i].Type == textType {
-			c.Output[i].Type = textType // the constant, not a decoded copy
-		}
-	}
-	for i := range c.ToolCalls {
-		n := len(c.ToolCalls[i].Arguments)
-		c.ToolCalls[i].Arguments, at = all[at:at+n], at+n
-	}
-	return c
 }
 
 // same reports whether ev, at this entry's sequence, is the event stored there.
