@@ -243,7 +243,10 @@ func (e *Engine) runAttempt(ctx context.Context, x *execution, n int, d *routing
 	em.ctx, em.log = actx, log
 	a := Attempt{ExecutionID: x.id, Number: n, Request: x.req, Deployment: d, CleanupGrace: e.grace}
 	done := make(chan result, 1) // buffered: an abandoned adapter's send must not block
-	go func() { done <- execute(actx, adapter, a, em, call) }()
+	go func() {
+		growStack()
+		done <- execute(actx, adapter, a, em, call)
+	}()
 
 	var (
 		r     result
