@@ -16,7 +16,8 @@
 //
 // Once it accepts connections it prints "relay listening on http://ADDR". An execution
 // is forgotten once a stream has delivered its last event: the benchmarks read each
-// once. GET /metrics answers the Go heap counters the benchmarks read from the runtime.
+// once. GET /metrics answers the Go heap counters the benchmarks read from the runtime;
+// /debug/pprof/ serves Go's profiles.
 package main
 
 import (
@@ -29,6 +30,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"os/signal"
 	"runtime"
@@ -84,6 +86,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	mux.HandleFunc("POST /v1/executions", r.submit)
 	mux.HandleFunc("GET /v1/executions/{id}/events", r.events)
 	mux.HandleFunc("GET /metrics", heapMetrics)
+	// Profiles, to compare with the runtime's (--pprof-bind-address).
+	mux.HandleFunc("GET /debug/pprof/", pprof.Index)
+	mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
 
 	ln, err := net.Listen("tcp", *addr)
 	if err != nil {
