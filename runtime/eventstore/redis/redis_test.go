@@ -1035,6 +1035,48 @@ func TestLiveTailWaitsWithoutReads(t *testing.T) {
 	}
 }
 
+// TestFirstWaitReadsOnce: a stream's first Wait on an execution reads its state once,
+// when its subscription is live, whether the answer is stored already or comes later.
+func TestFirstWaitReadsOnce(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	prefix := newPrefix(t)
+	s, hook := openCounting(t, prefix)
+	peer := openPeer(t, prefix)
+	admin := newClient(t)
+
+	for _, stored := range []bool{true, false} {
+		t.Run(fmt.Sprintf("stored=%v", stored), func(t *testing.T) {
+			id := fmt.Sprintf("exe_first_wait_%v", stored)
+			if _, err := peer.Create(ctx, eventstore.Record{ID: id}, "", 0); err != nil {
+				t.Fatal(err)
+			}
+			if err := peer.Append(ctx, eventstore.NoFence, event(id, 1, protocol.EventAccepted, `{}`)); err != nil {
+				t.Fatal(err)
+			}
+			after := uint64(1)
+			if stored {
+				after = 0
+			}
+			before := hook.reads.Load()
+			done := make(chan error, 1)
+			go func() { done <- s.Wait(ctx, id, after) }()
+			if !stored {
+				awaitSubscribed(ctx, t, admin, prefix+"{"+id+"}:wake", func() bool { return hook.reads.Load() > before })
+				if err := peer.Append(ctx, eventstore.NoFence, event(id, 2, protocol.EventOutputDelta, `{"index":0,"text":"x"}`)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := <-done; err != nil {
+				t.Fatalf("Wait = %v", err)
+			}
+			if n := hook.reads.Load() - before; n != 1 {
+				t.Errorf("%d state reads, want 1", n)
+			}
+		})
+	}
+}
+
 // WaitCancel reads the execution's state once, when its subscription is live; the
 // cancel request's message, or the terminal event's, is the answer without another
 // read: "cancel" also when the execution ends after a cancel was requested.

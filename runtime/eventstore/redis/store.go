@@ -409,7 +409,7 @@ func (s *Store) Append(ctx context.Context, fence eventstore.Fence, ev protocol.
 	var code int64
 	var err error
 	switch {
-	case ev.Type.Terminal():
+	case ev.Type.Terminal() && s.waitReplicas > 0:
 		code, err = s.appendTerminal(ctx, keys, args)
 	case s.appends != nil:
 		code, err = s.appends.run(ctx, keys, args)
@@ -436,15 +436,12 @@ func (s *Store) Append(ctx context.Context, fence eventstore.Fence, ev protocol.
 	return nil
 }
 
-// appendTerminal runs appendScript for a terminal event and then, with
-// WithWaitReplicas, WAIT. WAIT counts the replicas that acknowledged the writes of its
-// own connection, so both run on one connection taken from the pool: the node's that
-// holds the execution's keys. The wait's outcome changes nothing in the answer (see
-// WithWaitReplicas).
+// appendTerminal runs appendScript for a terminal event and then, for WithWaitReplicas,
+// WAIT. WAIT counts the replicas that acknowledged the writes of its own connection, so
+// both run on one connection taken from the pool, the node's that holds the execution's
+// keys, and not in a shared pipeline. The wait's outcome changes nothing in the answer
+// (see WithWaitReplicas).
 func (s *Store) appendTerminal(ctx context.Context, keys []string, args []any) (int64, error) {
-	if s.waitReplicas <= 0 {
-		return appendScript.Run(ctx, s.client, keys, args...).Int64()
-	}
 	conn, err := s.nodeConn(ctx, keys[0])
 	if err != nil {
 		return 0, err
@@ -644,8 +641,9 @@ func (s *Store) Wait(ctx context.Context, id string, after uint64) error {
 		// be.
 		told:  func(n news) (bool, error) { return n.last > after, nil },
 		quiet: func(n news) bool { return n.current && n.last <= after },
-		// Most calls need not wait at all: answer those before subscribing.
-		precheck: true,
+		// No read before subscribing: a stream waits on a running execution, whose next
+		// events come as messages once the subscription is live, and a read made before
+		// would have to be made again then (it cannot see what comes in between).
 	})
 }
 
@@ -701,8 +699,6 @@ func (s *Store) WaitCancel(ctx context.Context, id string) error {
 			return false, nil
 		},
 		quiet: func(news) bool { return false },
-		// The runner calls it as it starts an execution, which is almost never cancelled
-		// already: a read before subscribing would be wasted.
 	})
 }
 
@@ -719,8 +715,6 @@ type waiting struct {
 	// quiet reports whether the messages show that the state holds nothing for the call
 	// yet, as long as the subscription stays up: then it waits without a read.
 	quiet func(news) bool
-	// precheck reads the state before subscribing, for calls that usually need not wait.
-	precheck bool
 }
 
 // block waits on w.channel until w.check reports done or the messages answer (w.told).
@@ -749,12 +743,6 @@ func (s *Store) block(ctx context.Context, w waiting) error {
 	}()
 
 	if ready, live := s.hub.readyChan(t); !live {
-		if w.precheck {
-			// A failed read is simply made again below.
-			if done, err := s.checkNow(ctx, w.check); done {
-				return err
-			}
-		}
 		// Only a check made once the subscription is live cannot miss a message. If
 		// it does not come in time (Redis unreachable), polling takes over.
 		select {
