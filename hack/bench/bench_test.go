@@ -71,7 +71,7 @@ func TestSubcommands(t *testing.T) {
 	}, {
 		name: "fanout",
 		args: []string{"fanout", "-subscribers", "1,10", "-chunks", "50", "-settle", "0"},
-		rows: []string{`^1 +54 +54 +[0-9.]+ `, `^10 +54 +540 +[0-9.]+ `},
+		rows: []string{`^1 +relay +54 +54 +[0-9.]+ `, `^1 +runtime +54 +54 +[0-9.]+ `, `^10 +relay +54 +540 +[0-9.]+ `, `^10 +runtime +54 +540 +[0-9.]+ `},
 	}, {
 		name: "throughput",
 		args: []string{"throughput", "-c", "4", "-warmup", "100ms", "-duration", "300ms", "-redis-url", redisURL()},

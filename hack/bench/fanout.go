@@ -41,6 +41,7 @@ func runFanout(ctx context.Context, args []string, stdout, stderr io.Writer) (er
 	settle := fs.Duration("settle", time.Second, "wait before reading RSS and goroutines, before and after the subscribers connect")
 	store := fs.String("store", "memory", "EventStore of the runtime: memory, or redis (every subscriber's stream then follows the execution through Redis)")
 	redisURL := fs.String("redis-url", "redis://127.0.0.1:6379/15", "switchboard --redis-url for -store redis; nothing is flushed, keys expire after -retention")
+	baseline := fs.Bool("baseline", true, "measure the relay (hack/relay) before the runtime at each count: the same streams with net/http alone")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -82,31 +83,44 @@ func runFanout(ctx context.Context, args []string, stdout, stderr io.Writer) (er
 
 	fmt.Fprintf(stdout, "fanout: one execution of %d output.delta events (upstream delay %s, %s EventStore), streamed to N subscribers connected before the output starts\n", *chunks, *delay, *store)
 	fmt.Fprintln(stdout, "  lag: event timestamp (recorded by the runtime) → received by a subscriber, over every delivery of an event recorded after the subscribers connected")
-	fmt.Fprintln(stdout, "  cpu: the runtime's CPU time (utime+stime) from the gate's opening to the last terminal event, per live delivery")
+	fmt.Fprintln(stdout, "  cpu: the server's CPU time (utime+stime) from the gate's opening to the last terminal event, per live delivery")
 	fmt.Fprintln(stdout, "  idle: RSS / goroutines (go_goroutines of /metrics) with all N streams open and no event flowing, minus the same before subscribing")
+	servers := []string{"runtime"}
+	if *baseline {
+		servers = []string{"relay", "runtime"}
+		fmt.Fprintln(stdout, "  relay: the baseline (hack/relay), the same execution and streams with net/http alone, events in memory")
+	}
 	fmt.Fprintln(stdout)
-	tab := newTable(stdout, "subscribers", "events", "deliveries", "lag_p50_ms", "lag_p99_ms", "lag_max_ms", "stream_ms",
+	tab := newTable(stdout, "subscribers", "server", "events", "deliveries", "lag_p50_ms", "lag_p99_ms", "lag_max_ms", "stream_ms",
 		"cpu_us_per_delivery", "rss_before_MiB", "rss_idle_MiB", "idle_KiB_per_sub", "goroutines_per_sub")
+	upstream := "http://" + g.addr + "/openai/v1"
 	for _, n := range counts {
-		fmt.Fprintf(stderr, "bench: fanout to %d subscribers\n", n)
-		rt, err := s.startSwitchboard(ctx, fmt.Sprintf("switchboard-fanout-%d", n), "http://"+g.addr+"/openai/v1", overheadModel, storeFlags...)
-		if err != nil {
-			return err
+		for _, server := range servers {
+			fmt.Fprintf(stderr, "bench: fanout to %d subscribers of the %s\n", n, server)
+			var rt *runtimeProc
+			if server == "relay" {
+				rt, err = s.startRelay(upstream, overheadModel)
+			} else {
+				rt, err = s.startSwitchboard(ctx, fmt.Sprintf("switchboard-fanout-%d", n), upstream, overheadModel, storeFlags...)
+			}
+			if err != nil {
+				return err
+			}
+			r, err := fanoutRound(ctx, rt, g, n, text, *settle)
+			if err != nil {
+				return fmt.Errorf("%s: %w", server, err)
+			}
+			if err := rt.stop(); err != nil {
+				return err
+			}
+			gor := "n/a"
+			if r.goroutinesOK {
+				gor = fmt.Sprintf("%.2f", float64(r.goroutinesIdle-r.goroutinesBefore)/float64(n))
+			}
+			tab.row(fmt.Sprint(n), server, fmt.Sprint(r.events), fmt.Sprint(r.deliveries),
+				ms(percentile(r.lags, .5)), ms(percentile(r.lags, .99)), ms(percentile(r.lags, 1)), ms(r.stream),
+				r.cpuPerDelivery(), mib(r.rssBefore), mib(r.rssIdle), fmt.Sprintf("%.1f", float64(r.rssIdle-r.rssBefore)/1024/float64(n)), gor)
 		}
-		r, err := fanoutRound(ctx, rt, g, n, text, *settle)
-		if err != nil {
-			return err
-		}
-		if err := rt.stop(); err != nil {
-			return err
-		}
-		gor := "n/a"
-		if r.goroutinesOK {
-			gor = fmt.Sprintf("%.2f", float64(r.goroutinesIdle-r.goroutinesBefore)/float64(n))
-		}
-		tab.row(fmt.Sprint(n), fmt.Sprint(r.events), fmt.Sprint(r.deliveries),
-			ms(percentile(r.lags, .5)), ms(percentile(r.lags, .99)), ms(percentile(r.lags, 1)), ms(r.stream),
-			r.cpuPerDelivery(), mib(r.rssBefore), mib(r.rssIdle), fmt.Sprintf("%.1f", float64(r.rssIdle-r.rssBefore)/1024/float64(n)), gor)
 	}
 	return tab.flush()
 }
