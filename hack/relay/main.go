@@ -7,7 +7,8 @@
 //
 // It is what any runtime built on Go's HTTP stack pays for the same calls: the same
 // connections, reads, writes and flushes, the same JSON decoding of a provider chunk
-// (providerhttp.DecodeChunk) and encoding of an event. It has none of what the runtime
+// (providerhttp.DecodeChunk) and encoding of an event (protocol.AppendDelta,
+// protocol.AppendEnvelope). It has none of what the runtime
 // adds: no request validation or routing, no authentication, limits, idempotency,
 // deadlines, cancel, fallback, durable store, leases, metrics, traces or access log.
 // The difference between the two, measured in one run, is the cost of those.
@@ -266,19 +267,8 @@ func (x *execution) append(typ protocol.EventType, data any) {
 func (x *execution) appendRaw(typ protocol.EventType, data []byte) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	seq := uint64(len(x.events) + 1)
-	env := []byte(`{"execution_id":`)
-	env = protocol.AppendJSONString(env, x.id)
-	env = append(env, `,"sequence":`...)
-	env = strconv.AppendUint(env, seq, 10)
-	env = append(env, `,"timestamp":"`...)
-	env = time.Now().UTC().AppendFormat(env, time.RFC3339Nano)
-	env = append(env, `","type":`...)
-	env = protocol.AppendJSONString(env, string(typ))
-	env = append(env, `,"data":`...)
-	env = append(env, data...)
-	env = append(env, '}')
-	x.events = append(x.events, event{typ, env})
+	ev := protocol.Event{ExecutionID: x.id, Sequence: uint64(len(x.events) + 1), Timestamp: time.Now().UTC(), Type: typ, Data: data}
+	x.events = append(x.events, event{typ, protocol.AppendEnvelope(nil, &ev)})
 	x.done = typ.Terminal()
 	close(x.wake)
 	x.wake = make(chan struct{})

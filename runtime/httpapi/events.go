@@ -155,7 +155,7 @@ func (s *server) tail(w http.ResponseWriter, r *http.Request, id string, cursor 
 		opening = nil
 		for i := range events {
 			ev := &events[i]
-			bufs.env = appendEnvelope(bufs.env[:0], ev)
+			bufs.env = protocol.AppendEnvelope(bufs.env[:0], ev)
 			frame = appendFrame(frame, ev, bufs.env)
 			cursor = ev.Sequence
 			if last := i == len(events)-1 || ev.Type.Terminal(); last || len(frame) >= coalesceBytes {
@@ -333,7 +333,7 @@ func (s *server) pollEvents(w http.ResponseWriter, r *http.Request, id string, a
 			if count > 0 {
 				body = append(body, ',')
 			}
-			body = appendEnvelope(body, &events[i])
+			body = protocol.AppendEnvelope(body, &events[i])
 			size := len(body) - start
 			if count > 0 && len(body) > pollPageBytes {
 				body, full = body[:start], true

@@ -11,7 +11,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/switchboard-dev/switchboard/runtime/engine"
-	"github.com/switchboard-dev/switchboard/runtime/protocol"
 )
 
 func TestIdempotencyKeyParsing(t *testing.T) {
@@ -118,35 +117,6 @@ func TestWantsJSON(t *testing.T) {
 		}
 		if got := wantsJSON(h); got != want {
 			t.Errorf("%q: %v, want %v", accept, got, want)
-		}
-	}
-}
-
-// TestAppendEnvelope checks the hand-written envelope encoder against encoding/json: the
-// same JSON value, on one line.
-func TestAppendEnvelope(t *testing.T) {
-	ts := time.Date(2026, 12, 2, 13, 0, 0, 123456000, time.UTC)
-	for _, ev := range []protocol.Event{
-		{ExecutionID: "exe_1", Sequence: 1, Timestamp: ts, Type: protocol.EventAccepted, Data: json.RawMessage(`{"ability":"chat","deadline_at":"2026-12-02T13:05:00Z"}`)},
-		{ExecutionID: "exe_1", Sequence: 18446744073709551615, Timestamp: ts.Add(time.Nanosecond), Type: protocol.EventOutputDelta, Data: json.RawMessage(`{"index":0,"type":"text","text":"a\nb \"q\" <&> \u2028 ü"}`)},
-		{ExecutionID: "exe_\"odd\\\x01\xff", Sequence: 2, Timestamp: ts, Type: "x.\ny", Data: json.RawMessage("{\n  \"spread\": [1,\r\n 2]\n}")},
-		{ExecutionID: "exe_1", Sequence: 3, Timestamp: ts, Type: protocol.EventCompleted},
-	} {
-		got := appendEnvelope(nil, &ev)
-		if strings.ContainsAny(string(got), "\r\n") {
-			t.Errorf("envelope spans lines: %s", got)
-		}
-		want, err := json.Marshal(ev)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var a, b any
-		if err := json.Unmarshal(got, &a); err != nil {
-			t.Fatalf("invalid JSON %s: %v", got, err)
-		}
-		_ = json.Unmarshal(want, &b)
-		if diff := cmp.Diff(b, a); diff != "" {
-			t.Errorf("envelope differs from encoding/json (-want +got):\n%s", diff)
 		}
 	}
 }

@@ -1,17 +1,51 @@
 package protocol
 
 import (
+	"bytes"
+	"encoding/json"
 	"strconv"
+	"time"
 	"unicode/utf8"
 )
 
 // Hand-written encoders for the few shapes on every execution's path (an output.delta's
-// data, the strings of the SSE envelope and the 202 body), byte for byte what
+// data, the event envelope of every SSE frame, the strings of the 202 body), byte for byte what
 // encoding/json writes, without reflection and with no allocation beyond the caller's
 // buffer. encoding/json does not export its string encoder, and jsontext.AppendQuote
 // (github.com/go-json-experiment/json) escapes fewer characters than encoding/json, whose
 // bytes the stored events and the conformance vectors pin. FuzzAppendDelta and
 // FuzzAppendJSONString check them against encoding/json.
+
+// AppendEnvelope appends ev as its JSON envelope (spec/events.md, "Envelope") on one
+// line: the same JSON value as encoding/json gives. Event data is stored as the engine
+// encoded it (compact JSON); data holding a line break is compacted first, so that the
+// envelope always fits one SSE data line.
+func AppendEnvelope(dst []byte, ev *Event) []byte {
+	dst = append(dst, `{"execution_id":`...)
+	dst = AppendJSONString(dst, ev.ExecutionID)
+	dst = append(dst, `,"sequence":`...)
+	dst = strconv.AppendUint(dst, ev.Sequence, 10)
+	dst = append(dst, `,"timestamp":"`...)
+	dst = ev.Timestamp.AppendFormat(dst, time.RFC3339Nano)
+	dst = append(dst, `","type":`...)
+	dst = AppendJSONString(dst, string(ev.Type))
+	dst = append(dst, `,"data":`...)
+	switch {
+	case len(ev.Data) == 0:
+		dst = append(dst, "null"...)
+	case bytes.ContainsAny(ev.Data, "\r\n"):
+		buf := bytes.NewBuffer(dst)
+		if err := json.Compact(buf, ev.Data); err != nil {
+			// Not JSON: the engine never records such data. Keep the envelope valid.
+			buf.Truncate(len(dst))
+			buf.WriteString("null")
+		}
+		dst = buf.Bytes()
+	default:
+		dst = append(dst, ev.Data...)
+	}
+	return append(dst, '}')
+}
 
 // AppendDelta appends d encoded as encoding/json encodes it.
 func AppendDelta(dst []byte, d OutputDeltaData) []byte {

@@ -2,7 +2,11 @@ package protocol
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
 )
 
 // jsonStrings are strings that every escaping rule of encoding/json applies to.
@@ -42,4 +46,33 @@ func FuzzAppendDelta(f *testing.F) {
 			t.Fatalf("AppendDelta(%+v) = %s, want %s", d, got, want)
 		}
 	})
+}
+
+// TestAppendEnvelope checks the hand-written envelope encoder against encoding/json: the
+// same JSON value, on one line.
+func TestAppendEnvelope(t *testing.T) {
+	ts := time.Date(2026, 12, 2, 13, 0, 0, 123456000, time.UTC)
+	for _, ev := range []Event{
+		{ExecutionID: "exe_1", Sequence: 1, Timestamp: ts, Type: EventAccepted, Data: json.RawMessage(`{"ability":"chat","deadline_at":"2026-12-02T13:05:00Z"}`)},
+		{ExecutionID: "exe_1", Sequence: 18446744073709551615, Timestamp: ts.Add(time.Nanosecond), Type: EventOutputDelta, Data: json.RawMessage(`{"index":0,"type":"text","text":"a\nb \"q\" <&> \u2028 ü"}`)},
+		{ExecutionID: "exe_\"odd\\\x01\xff", Sequence: 2, Timestamp: ts, Type: "x.\ny", Data: json.RawMessage("{\n  \"spread\": [1,\r\n 2]\n}")},
+		{ExecutionID: "exe_1", Sequence: 3, Timestamp: ts, Type: EventCompleted},
+	} {
+		got := AppendEnvelope(nil, &ev)
+		if strings.ContainsAny(string(got), "\r\n") {
+			t.Errorf("envelope spans lines: %s", got)
+		}
+		want, err := json.Marshal(ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var a, b any
+		if err := json.Unmarshal(got, &a); err != nil {
+			t.Fatalf("invalid JSON %s: %v", got, err)
+		}
+		_ = json.Unmarshal(want, &b)
+		if diff := cmp.Diff(b, a); diff != "" {
+			t.Errorf("envelope differs from encoding/json (-want +got):\n%s", diff)
+		}
+	}
 }
