@@ -363,12 +363,7 @@ func TestWaitersSurvivePubSubLoss(t *testing.T) {
 	admin := newClient(t)
 
 	const id = "exe_reconnect"
-	if _, err := s.Create(ctx, eventstore.Record{ID: id}, "", 0); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Append(ctx, eventstore.NoFence, event(id, 1, protocol.EventAccepted, `{}`)); err != nil {
-		t.Fatal(err)
-	}
+	createAccepted(ctx, t, s, id)
 	wait := make(chan error, 1)
 	go func() { wait <- s.Wait(ctx, id, 1) }()
 	waitCancel := make(chan error, 1)
@@ -782,12 +777,7 @@ func TestWaitersSurviveFailedReads(t *testing.T) {
 	admin := newClient(t)
 
 	const id = "exe_failed_reads"
-	if _, err := s.Create(ctx, eventstore.Record{ID: id}, "", 0); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Append(ctx, eventstore.NoFence, event(id, 1, protocol.EventAccepted, `{}`)); err != nil {
-		t.Fatal(err)
-	}
+	createAccepted(ctx, t, s, id)
 
 	hook.failing.Store(true)
 	wait := make(chan error, 1)
@@ -886,6 +876,18 @@ func event(id string, seq uint64, typ protocol.EventType, data string) protocol.
 	return protocol.Event{ExecutionID: id, Sequence: seq, Timestamp: at(int(seq)), Type: typ, Data: json.RawMessage(data)}
 }
 
+// createAccepted creates execution id in s, without a lease, and appends its
+// execution.accepted.
+func createAccepted(ctx context.Context, t *testing.T, s *redisstore.Store, id string) {
+	t.Helper()
+	if _, err := s.Create(ctx, eventstore.Record{ID: id}, "", 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Append(ctx, eventstore.NoFence, event(id, 1, protocol.EventAccepted, `{}`)); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // BenchmarkAppend measures one execution appending alone, with and without the append
 // pipeline: alone, a pipeline carries one append, and the difference is the hand-off to
 // its worker.
@@ -972,12 +974,7 @@ func TestLiveTailWaitsWithoutReads(t *testing.T) {
 	peer := openPeer(t, prefix)
 
 	const id, events = "exe_live_tail", 40
-	if _, err := peer.Create(ctx, eventstore.Record{ID: id}, "", 0); err != nil {
-		t.Fatal(err)
-	}
-	if err := peer.Append(ctx, eventstore.NoFence, event(id, 1, protocol.EventAccepted, `{}`)); err != nil {
-		t.Fatal(err)
-	}
+	createAccepted(ctx, t, peer, id)
 	// The first wait subscribes; the next event is appended once Redis has the
 	// subscription, so that every later wait finds it live.
 	first := make(chan error, 1)
@@ -1048,12 +1045,7 @@ func TestFirstWaitReadsOnce(t *testing.T) {
 	for _, stored := range []bool{true, false} {
 		t.Run(fmt.Sprintf("stored=%v", stored), func(t *testing.T) {
 			id := fmt.Sprintf("exe_first_wait_%v", stored)
-			if _, err := peer.Create(ctx, eventstore.Record{ID: id}, "", 0); err != nil {
-				t.Fatal(err)
-			}
-			if err := peer.Append(ctx, eventstore.NoFence, event(id, 1, protocol.EventAccepted, `{}`)); err != nil {
-				t.Fatal(err)
-			}
+			createAccepted(ctx, t, peer, id)
 			after := uint64(1)
 			if stored {
 				after = 0
