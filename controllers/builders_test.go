@@ -128,11 +128,19 @@ func withAllowedInputs(m ...v1alpha1.InputModality) policyOption {
 	return func(p *v1alpha1.CapabilityPolicy) { p.Spec.AllowedInputs = m }
 }
 
-// newSecret builds the Secret "openai" that newMD references by default.
+// newSecret builds the Secret "openai" that newMD references by default, opted in as a
+// model credential (labelled v1alpha1.CredentialLabel).
 func newSecret(ns string, data map[string]string) *corev1.Secret {
-	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "openai"}, Data: map[string][]byte{}}
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "openai",
+		Labels: map[string]string{v1alpha1.CredentialLabel: v1alpha1.CredentialLabelValue}}, Data: map[string][]byte{}}
 	for k, v := range data {
 		s.Data[k] = []byte(v)
 	}
+	return s
+}
+
+// notOptedIn removes s's opt-in label: a Secret that is not meant as a model credential.
+func notOptedIn(s *corev1.Secret) *corev1.Secret {
+	delete(s.Labels, v1alpha1.CredentialLabel)
 	return s
 }

@@ -279,18 +279,24 @@ func runsWithLeastPrivilege(id rest.ImpersonationConfig, leaseID, watched, other
 		elsewhere  = "LP-ELSEWHERE-sk"
 		lastApply  = "kubectl.kubernetes.io/last-applied-configuration"
 	)
+	optedIn := map[string]string{v1alpha1.CredentialLabel: v1alpha1.CredentialLabelValue}
 	secret := secretWith(watched, "openai", referenced)
+	secret.Labels = optedIn
 	Expect(k8s.Create(suiteCtx, secret)).To(Succeed())
 	Expect(k8s.Create(suiteCtx, secretWith(watched, "unrelated", unrelated))).To(Succeed())
 	// As kubectl apply leaves a Secret: its manifest, data included (base64 of the value),
 	// in an annotation.
 	applied := secretWith(watched, "applied", "LP-APPLIED-sk")
 	applied.Annotations = map[string]string{lastApply: `{"data":{"api-key":"TFAtQVBQTElFRC1zaw=="}}`}
+	applied.Labels = map[string]string{"app": "db", v1alpha1.CredentialLabel: v1alpha1.CredentialLabelValue}
 	Expect(k8s.Create(suiteCtx, applied)).To(Succeed())
 	Expect(k8s.Create(suiteCtx, secretWith(other, "openai", elsewhere))).To(Succeed())
 	md, ignored := newMD(watched, "gpt"), newMD(other, "gpt")
+	// A model naming a Secret that did not opt in: the manager must not even read it.
+	notOptedIn := newMD(watched, "not-opted-in", withSecret("unrelated", "api-key"))
 	Expect(k8s.Create(suiteCtx, md)).To(Succeed())
 	Expect(k8s.Create(suiteCtx, ignored)).To(Succeed())
+	Expect(k8s.Create(suiteCtx, notOptedIn)).To(Succeed())
 
 	ctx, stop := context.WithCancel(suiteCtx)
 	DeferCleanup(stop)
@@ -320,6 +326,8 @@ func runsWithLeastPrivilege(id rest.ImpersonationConfig, leaseID, watched, other
 		events := &eventsv1.EventList{}
 		g.Expect(k8s.List(suiteCtx, events, client.InNamespace(watched))).To(Succeed())
 		g.Expect(events.Items).To(ContainElement(HaveField("Regarding.Name", md.Name)))
+		g.Expect(condition(fetch(g, notOptedIn), v1alpha1.ConditionCredentialsResolved).Reason).
+			To(Equal(v1alpha1.ReasonSecretNotEligible))
 	}, 20*time.Second).Should(Succeed())
 
 	By("following a rotated Secret within 5 s")
@@ -337,13 +345,14 @@ func runsWithLeastPrivilege(id rest.ImpersonationConfig, leaseID, watched, other
 		g.Expect(fetch(g, ignored).Status).To(Equal(v1alpha1.ModelDeploymentStatus{}))
 	}, time.Second).Should(Succeed())
 
-	By("caching Secret metadata only, without annotations")
+	By("caching Secret metadata only, without annotations, and of the labels the opt-in only")
 	key := client.ObjectKeyFromObject(applied)
 	meta := &metav1.PartialObjectMetadata{}
 	meta.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
 	Expect(m.mgr.GetCache().Get(ctx, key, meta)).To(Succeed())
 	Expect(meta.UID).To(Equal(applied.UID))
 	Expect(meta.Annotations).To(BeEmpty())
+	Expect(meta.Labels).To(Equal(optedIn))
 	noSecretInformer := func() {
 		GinkgoHelper()
 		var notCached *cache.ErrResourceNotCached
@@ -382,6 +391,7 @@ func runsWithLeastPrivilege(id rest.ImpersonationConfig, leaseID, watched, other
 			continue
 		}
 		secretGets++
+		// Only the opted-in Secret: the one that did not opt in is known by its metadata.
 		Expect(c.Path).To(Equal("/api/v1/namespaces/"+watched+"/secrets/openai"), "%+v", c)
 	}
 	// A list and a watch, or one watch that streams the list first (client-go's WatchList).

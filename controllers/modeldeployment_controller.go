@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -32,6 +33,9 @@ import (
 // replica serves from a complete table.
 type ModelDeploymentReconciler struct {
 	Client client.Client
+	// SecretMetadata reads a Secret's cached metadata (mgr.GetCache()): whether it exists
+	// and has opted in is known before its content is asked for.
+	SecretMetadata client.Reader
 	// Secrets reads a referenced Secret from the API server (mgr.GetAPIReader()): the
 	// manager's cache holds Secret metadata only.
 	Secrets  client.Reader
@@ -102,19 +106,13 @@ func (r *ModelDeploymentReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 	return ctrl.Result{}, nil
 }
 
-// resolve reads md's Secret from the API server and the policies of its namespace from
-// the cache.
+// resolve reads md's Secret (see secret) and the policies of its namespace from the cache.
 func (r *ModelDeploymentReconciler) resolve(ctx context.Context, md *v1alpha1.ModelDeployment) (resolution, error) {
 	var secret *corev1.Secret
 	if c := md.Spec.Credentials; c != nil {
-		s := &corev1.Secret{}
-		key := types.NamespacedName{Namespace: md.Namespace, Name: c.SecretRef.Name}
-		switch err := r.Secrets.Get(ctx, key, s); {
-		case err == nil:
-			secret = s
-		case apierrors.IsNotFound(err):
-		default:
-			return resolution{}, fmt.Errorf("get secret %s: %w", key, err)
+		var err error
+		if secret, err = r.secret(ctx, types.NamespacedName{Namespace: md.Namespace, Name: c.SecretRef.Name}); err != nil {
+			return resolution{}, err
 		}
 	}
 	policies := &v1alpha1.CapabilityPolicyList{}
@@ -122,6 +120,32 @@ func (r *ModelDeploymentReconciler) resolve(ctx context.Context, md *v1alpha1.Mo
 		return resolution{}, fmt.Errorf("list capabilitypolicies in %s: %w", md.Namespace, err)
 	}
 	return resolveWith(md, secret, r.policies.compiled(md.Namespace, policies.Items)), nil
+}
+
+// secret returns the Secret named key, nil when it does not exist. A Secret whose cached
+// metadata shows no opt-in is returned as that metadata alone: its content is never
+// asked for (resolveCredential refuses it on its labels). An opted-in one is read from
+// the API server, whose answer decides, labels included: the cache may lag behind.
+func (r *ModelDeploymentReconciler) secret(ctx context.Context, key types.NamespacedName) (*corev1.Secret, error) {
+	m := &metav1.PartialObjectMetadata{}
+	m.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
+	switch err := r.SecretMetadata.Get(ctx, key, m); {
+	case apierrors.IsNotFound(err):
+		// The watch re-reconciles when the Secret appears.
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("get secret metadata %s: %w", key, err)
+	case !optedIn(m):
+		return &corev1.Secret{ObjectMeta: m.ObjectMeta}, nil
+	}
+	s := &corev1.Secret{}
+	switch err := r.Secrets.Get(ctx, key, s); {
+	case apierrors.IsNotFound(err):
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("get secret %s: %w", key, err)
+	}
+	return s, nil
 }
 
 func (r *ModelDeploymentReconciler) leading() bool {

@@ -6,6 +6,7 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -137,6 +138,84 @@ var _ = Describe("ModelDeployment controller", func() {
 			g.Expect(got.Generation).To(Equal(generation))
 		}).Should(Succeed())
 		Expect(inTable(md)).To(BeTrue())
+	})
+
+	It("uses a Secret only once it opts in, tells nothing of an unlabelled one's keys, and follows the label within 5 s", func() {
+		const canary = "CANARY-db-password-3e1f"
+		secret := notOptedIn(newSecret(ns, map[string]string{"api-key": canary}))
+		Expect(k8s.Create(suiteCtx, secret)).To(Succeed())
+		withKey, withoutKey := newMD(ns, "with-key"), newMD(ns, "without-key", withSecret("openai", "missing"))
+		Expect(k8s.Create(suiteCtx, withKey)).To(Succeed())
+		Expect(k8s.Create(suiteCtx, withoutKey)).To(Succeed())
+
+		// notEligible waits until md says SecretNotEligible and returns its condition and the
+		// note of its Event.
+		notEligible := func(md *v1alpha1.ModelDeployment, within time.Duration) (metav1.Condition, string) {
+			GinkgoHelper()
+			var c metav1.Condition
+			var note string
+			Eventually(func(g Gomega) {
+				got := fetch(g, md)
+				c = condition(got, v1alpha1.ConditionCredentialsResolved)
+				g.Expect(c.Status).To(Equal(metav1.ConditionFalse))
+				g.Expect(c.Reason).To(Equal(v1alpha1.ReasonSecretNotEligible))
+				g.Expect(condition(got, v1alpha1.ConditionRoutable).Reason).To(Equal(v1alpha1.ReasonCredentialsUnresolved))
+				g.Expect(condition(got, v1alpha1.ConditionReady).Status).To(Equal(metav1.ConditionFalse))
+				g.Expect(got.Status.CredentialsVersion).To(BeEmpty())
+				g.Expect(inTable(md)).To(BeFalse())
+				list := &eventsv1.EventList{}
+				g.Expect(k8s.List(suiteCtx, list, client.InNamespace(ns))).To(Succeed())
+				note = ""
+				for _, e := range list.Items {
+					if e.Regarding.Name == md.Name && e.Reason == v1alpha1.ReasonSecretNotEligible {
+						g.Expect(e.Type).To(Equal("Warning"))
+						note = e.Note
+					}
+				}
+				g.Expect(note).NotTo(BeEmpty(), "no %s Event for %s", v1alpha1.ReasonSecretNotEligible, md.Name)
+			}, within, 50*time.Millisecond).Should(Succeed())
+			return c, note
+		}
+
+		By("an unlabelled Secret: the same condition and Event with the key and without it")
+		c1, e1 := notEligible(withKey, 10*time.Second)
+		c2, e2 := notEligible(withoutKey, 10*time.Second)
+		Expect(c2.Message).To(Equal(c1.Message))
+		Expect(e2).To(Equal(e1))
+		Expect(c1.Message).To(ContainSubstring(`not labelled ai.switchboard.dev/credential: "true"`))
+		for _, text := range []string{c1.Message, e1} {
+			Expect(text).NotTo(ContainSubstring("api-key"))
+			Expect(text).NotTo(ContainSubstring("missing"))
+			Expect(text).NotTo(ContainSubstring(canary))
+		}
+		Consistently(func() bool { return inTable(withKey) }, "300ms").Should(BeFalse())
+
+		By("labelled: used within 5 s, and only now does the other model learn its key is missing")
+		optIn := func(on bool) {
+			GinkgoHelper()
+			got := &corev1.Secret{}
+			Expect(k8s.Get(suiteCtx, client.ObjectKeyFromObject(secret), got)).To(Succeed())
+			before := got.DeepCopy()
+			if on {
+				got.Labels = map[string]string{v1alpha1.CredentialLabel: v1alpha1.CredentialLabelValue}
+			} else {
+				delete(got.Labels, v1alpha1.CredentialLabel)
+			}
+			Expect(k8s.Patch(suiteCtx, got, client.MergeFrom(before))).To(Succeed())
+		}
+		optIn(true)
+		Eventually(func(g Gomega) {
+			d, ok := holder.Load().Get(refOf(withKey))
+			g.Expect(ok).To(BeTrue())
+			g.Expect(d.Credential.Reveal()).To(Equal(canary))
+			g.Expect(condition(fetch(g, withKey), v1alpha1.ConditionReady).Status).To(Equal(metav1.ConditionTrue))
+			g.Expect(condition(fetch(g, withoutKey), v1alpha1.ConditionCredentialsResolved).Reason).To(Equal(v1alpha1.ReasonKeyNotFound))
+		}, 5*time.Second, 50*time.Millisecond).Should(Succeed())
+
+		By("the label removed: out of the table within 5 s")
+		optIn(false)
+		notEligible(withKey, 5*time.Second)
+		notEligible(withoutKey, 5*time.Second)
 	})
 
 	It("picks up a rotated Secret within 5 s", func() {

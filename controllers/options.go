@@ -11,6 +11,8 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/switchboard-dev/switchboard/api/v1alpha1"
 )
 
 // Options are the manager settings the controllers rely on. Apply them to the manager's
@@ -26,8 +28,8 @@ type Options struct {
 // (spec/modeldeployments.md, "What the manager reads"):
 //   - the cache holds only the watched namespaces;
 //   - Secrets are watched as metadata only (Setup), the cached metadata keeps only their
-//     identity and revision, and the manager's client reads a Secret from the API server,
-//     never from a cache;
+//     identity, revision and opt-in label, and the manager's client reads a Secret from
+//     the API server, never from a cache;
 //   - a cached read of a type no controller watches fails instead of starting a new
 //     cluster-wide informer for it.
 //
@@ -51,13 +53,18 @@ func (o Options) ApplyTo(mo *ctrl.Options) {
 }
 
 // secretIdentity drops the free-form parts of a Secret's metadata before it enters the
-// cache: the controllers map a Secret event to ModelDeployments by namespace and name
-// only. Annotations matter most: kubectl apply copies the whole manifest, data included,
-// into kubectl.kubernetes.io/last-applied-configuration.
+// cache: the controllers map a Secret event to ModelDeployments by namespace and name,
+// and decide by the opt-in label alone whether the Secret may be read at all (resolve.go).
+// Annotations matter most: kubectl apply copies the whole manifest, data included, into
+// kubectl.kubernetes.io/last-applied-configuration.
 func secretIdentity(in any) (any, error) {
 	if m, err := meta.Accessor(in); err == nil {
+		var keep map[string]string
+		if v, ok := m.GetLabels()[v1alpha1.CredentialLabel]; ok {
+			keep = map[string]string{v1alpha1.CredentialLabel: v}
+		}
 		m.SetAnnotations(nil)
-		m.SetLabels(nil)
+		m.SetLabels(keep)
 		m.SetManagedFields(nil)
 	}
 	return in, nil

@@ -79,23 +79,39 @@ func TestApplyToKeepsWhatIsSetAndNeverCachesSecrets(t *testing.T) {
 	}
 }
 
-func TestSecretIdentityKeepsIdentityAndRevisionOnly(t *testing.T) {
-	in := &metav1.PartialObjectMetadata{
-		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
-		ObjectMeta: metav1.ObjectMeta{Namespace: "ai", Name: "openai", UID: "uid-1", ResourceVersion: "7",
-			Labels:        map[string]string{"team": "a"},
-			Annotations:   map[string]string{"kubectl.kubernetes.io/last-applied-configuration": `{"data":{"api-key":"c2s="}}`},
-			ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubectl"}}},
+func TestSecretIdentityKeepsIdentityRevisionAndOptInOnly(t *testing.T) {
+	in := func(labels map[string]string) *metav1.PartialObjectMetadata {
+		return &metav1.PartialObjectMetadata{
+			TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
+			ObjectMeta: metav1.ObjectMeta{Namespace: "ai", Name: "openai", UID: "uid-1", ResourceVersion: "7",
+				Labels:        labels,
+				Annotations:   map[string]string{"kubectl.kubernetes.io/last-applied-configuration": `{"data":{"api-key":"c2s="}}`},
+				ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubectl"}}},
+		}
 	}
-	out, err := secretIdentity(in)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := &metav1.PartialObjectMetadata{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
-		ObjectMeta: metav1.ObjectMeta{Namespace: "ai", Name: "openai", UID: "uid-1", ResourceVersion: "7"},
-	}
-	if diff := cmp.Diff(want, out); diff != "" {
-		t.Errorf("secretIdentity (-want +got):\n%s", diff)
+	for _, tc := range []struct {
+		name       string
+		labels     map[string]string
+		wantLabels map[string]string
+	}{
+		{"no opt-in", map[string]string{"team": "a"}, nil},
+		{"opted in", map[string]string{"team": "a", v1alpha1.CredentialLabel: "true"}, map[string]string{v1alpha1.CredentialLabel: "true"}},
+		// The value is kept as it is: resolve decides what it means.
+		{"another value", map[string]string{v1alpha1.CredentialLabel: "no"}, map[string]string{v1alpha1.CredentialLabel: "no"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, err := secretIdentity(in(tc.labels))
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := &metav1.PartialObjectMetadata{
+				TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
+				ObjectMeta: metav1.ObjectMeta{Namespace: "ai", Name: "openai", UID: "uid-1", ResourceVersion: "7",
+					Labels: tc.wantLabels},
+			}
+			if diff := cmp.Diff(want, out); diff != "" {
+				t.Errorf("secretIdentity (-want +got):\n%s", diff)
+			}
+		})
 	}
 }

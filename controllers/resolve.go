@@ -36,7 +36,10 @@ type credentialState struct {
 }
 
 // resolveCredential reads the key the deployment references from secret (nil when the
-// Secret does not exist). Messages name the Secret and key, never the value.
+// Secret does not exist). A Secret that has not opted in is refused before its data is
+// looked at, with a message that is the same whatever the data: the reconciler hands such
+// a Secret over as metadata only, never having read it. Messages name the Secret and key,
+// never the value.
 func resolveCredential(md *v1alpha1.ModelDeployment, secret *corev1.Secret) credentialState {
 	if md.Spec.Credentials == nil {
 		return credentialState{resolved: true, reason: v1alpha1.ReasonResolved, message: "No credentials configured"}
@@ -45,6 +48,11 @@ func resolveCredential(md *v1alpha1.ModelDeployment, secret *corev1.Secret) cred
 	if secret == nil {
 		return credentialState{reason: v1alpha1.ReasonSecretNotFound,
 			message: fmt.Sprintf("Secret %q not found", ref.Name)}
+	}
+	if !optedIn(secret) {
+		return credentialState{reason: v1alpha1.ReasonSecretNotEligible,
+			message: fmt.Sprintf("Secret %q is not labelled %s: %q, so it is not used as a model credential",
+				ref.Name, v1alpha1.CredentialLabel, v1alpha1.CredentialLabelValue)}
 	}
 	version := credentialsVersion(secret)
 	value, ok := secret.Data[ref.Key]
@@ -68,6 +76,15 @@ func resolveCredential(md *v1alpha1.ModelDeployment, secret *corev1.Secret) cred
 		// What %q prints, without fmt: this message is built for every routable object
 		// of a start-up sync.
 		message: "Using Secret " + strconv.Quote(ref.Name) + " key " + strconv.Quote(ref.Key)}
+}
+
+// optedIn reports whether a Secret may be used as a model credential: whoever may write a
+// ModelDeployment chooses the endpoint its credential is sent to, so a Secret must say it
+// is meant for that (spec/modeldeployments.md, "Whose Secret a ModelDeployment may use").
+// Standalone manifests are the operator's own and are marked eligible as they are loaded
+// (Manifests.Apply).
+func optedIn(s metav1.Object) bool {
+	return s.GetLabels()[v1alpha1.CredentialLabel] == v1alpha1.CredentialLabelValue
 }
 
 // credentialsVersion hashes identity and revision only, so it changes on rotation but

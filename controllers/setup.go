@@ -60,12 +60,13 @@ func Setup(mgr ctrl.Manager, registry *routing.Registry) error {
 	// what it built while following.
 	elected := make(chan event.GenericEvent)
 	mdr := &ModelDeploymentReconciler{
-		Client:   mgr.GetClient(),
-		Secrets:  mgr.GetAPIReader(),
-		Registry: registry,
-		Recorder: mgr.GetEventRecorder("switchboard"),
-		Elected:  mgr.Elected(),
-		Metrics:  readiness,
+		Client:         mgr.GetClient(),
+		SecretMetadata: mgr.GetCache(),
+		Secrets:        mgr.GetAPIReader(),
+		Registry:       registry,
+		Recorder:       mgr.GetEventRecorder("switchboard"),
+		Elected:        mgr.Elected(),
+		Metrics:        readiness,
 	}
 	c := mgr.GetClient()
 	notLeaderOnly := false

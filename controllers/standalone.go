@@ -17,6 +17,7 @@ import (
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
@@ -230,9 +231,11 @@ func (m *Manifests) Apply(registry *routing.Registry, previous *Manifests) []Out
 			if secret = secrets[key]; secret != nil {
 				// Files have no uid or resourceVersion: the Secret's identity and its change
 				// counter stand in for them, so a rotation changes credentialsVersion while
-				// the version never derives from the content.
+				// the version never derives from the content. The operator wrote the
+				// folder, so each of its Secrets is eligible without the opt-in label.
 				secret = secret.DeepCopy()
 				secret.UID, secret.ResourceVersion = fileSecretIdentity(key, m.revisions[key])
+				metav1.SetMetaDataLabel(&secret.ObjectMeta, v1alpha1.CredentialLabel, v1alpha1.CredentialLabelValue)
 			}
 		}
 		res := policies.resolve(md, secret)

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -76,6 +77,67 @@ func TestResolveConditions(t *testing.T) {
 				t.Errorf("Ready reason = %s, want the Routable reason %s", ready.Reason, tt.routable)
 			}
 		})
+	}
+}
+
+// TestSecretMustOptIn: a Secret without the opt-in label is not used, and what is said
+// about it is the same whether it holds the key, holds it empty or lacks it, so that
+// writing a ModelDeployment does not tell which keys a Secret has.
+func TestSecretMustOptIn(t *testing.T) {
+	md := newMD("ai", "m")
+	labelled := func(value string) func(*corev1.Secret) {
+		return func(s *corev1.Secret) { s.Labels = map[string]string{v1alpha1.CredentialLabel: value} }
+	}
+	var first credentialState
+	for i, tc := range []struct {
+		name string
+		data map[string]string
+		edit func(*corev1.Secret)
+	}{
+		{"unlabelled, with the key", map[string]string{"api-key": "db-password"}, func(s *corev1.Secret) { notOptedIn(s) }},
+		{"unlabelled, without the key", map[string]string{"password": "db-password"}, func(s *corev1.Secret) { notOptedIn(s) }},
+		{"unlabelled, the key empty", map[string]string{"api-key": " "}, func(s *corev1.Secret) { notOptedIn(s) }},
+		{"unlabelled, no data at all", nil, func(s *corev1.Secret) { notOptedIn(s) }},
+		{"labelled false", map[string]string{"api-key": "db-password"}, labelled("false")},
+		{"labelled True", map[string]string{"api-key": "db-password"}, labelled("True")},
+		{"other labels only", map[string]string{"api-key": "db-password"}, func(s *corev1.Secret) {
+			s.Labels = map[string]string{"app": "db", "ai.switchboard.dev/credentials": "true"}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newSecret("ai", tc.data)
+			s.UID, s.ResourceVersion = types.UID("uid-1"), "7"
+			tc.edit(s)
+			res := resolve(md, s, nil)
+			c := res.credential
+			if c.resolved || c.reason != v1alpha1.ReasonSecretNotEligible || res.routable.reason != v1alpha1.ReasonCredentialsUnresolved {
+				t.Fatalf("credential %s, routable %s; want SecretNotEligible, CredentialsUnresolved", c.reason, res.routable.reason)
+			}
+			if res.deployment != nil || c.value != "" || c.version != "" {
+				t.Errorf("a Secret that did not opt in is used: deployment %v, version %q", res.deployment, c.version)
+			}
+			if i == 0 {
+				first = c
+			} else if diff := cmp.Diff(first, c, cmp.AllowUnexported(credentialState{})); diff != "" {
+				t.Errorf("differs from an unlabelled Secret with the key (-that +this):\n%s", diff)
+			}
+			for _, leak := range []string{"api-key", "password", "db-password", "empty", "no key"} {
+				if strings.Contains(c.message, leak) {
+					t.Errorf("message %q mentions %q", c.message, leak)
+				}
+			}
+		})
+	}
+	if want := `Secret "openai" is not labelled ai.switchboard.dev/credential: "true"`; !strings.Contains(first.message, want) {
+		t.Errorf("message %q does not say %q", first.message, want)
+	}
+
+	// Labelled, the same Secrets resolve as before, key by key.
+	s := newSecret("ai", map[string]string{"api-key": "sk", "blank": " "})
+	for key, want := range map[string]string{"api-key": v1alpha1.ReasonResolved, "nope": v1alpha1.ReasonKeyNotFound, "blank": v1alpha1.ReasonKeyEmpty} {
+		if got := resolve(newMD("ai", "m", withSecret("openai", key)), s, nil).credential.reason; got != want {
+			t.Errorf("labelled Secret, key %s: %s, want %s", key, got, want)
+		}
 	}
 }
 

@@ -2,7 +2,8 @@ package v1alpha1
 
 // Condition types.
 const (
-	// ConditionCredentialsResolved is True when the referenced Secret key holds a value.
+	// ConditionCredentialsResolved is True when the referenced Secret is eligible and its
+	// key holds a value.
 	ConditionCredentialsResolved = "CredentialsResolved"
 	// ConditionRoutable is True when the spec, credentials and policies allow routing to
 	// the model. Its message says capabilities are declared, not verified.
@@ -19,9 +20,14 @@ const (
 	ReasonResolved = "Resolved"
 	// ReasonSecretNotFound: the referenced Secret does not exist.
 	ReasonSecretNotFound = "SecretNotFound"
-	// ReasonKeyNotFound: the Secret exists but has no such key.
+	// ReasonSecretNotEligible: the referenced Secret exists but does not opt in to being
+	// a model credential (in a cluster, the label CredentialLabel with the value
+	// CredentialLabelValue). Its content is not read, and nothing tells whether it holds
+	// the key.
+	ReasonSecretNotEligible = "SecretNotEligible"
+	// ReasonKeyNotFound: the Secret is eligible but has no such key.
 	ReasonKeyNotFound = "KeyNotFound"
-	// ReasonKeyEmpty: the Secret key holds only whitespace.
+	// ReasonKeyEmpty: the Secret key of an eligible Secret holds only whitespace.
 	ReasonKeyEmpty = "KeyEmpty"
 )
 

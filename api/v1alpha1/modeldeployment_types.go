@@ -41,9 +41,21 @@ var Providers = []Provider{ProviderOpenAI, ProviderOpenAICompatible, ProviderAzu
 // +kubebuilder:validation:Pattern=`^[A-Za-z_][A-Za-z0-9_]{0,63}$`
 type ParameterName string
 
+// CredentialLabel is the label by which a Secret opts in to being a model credential: in
+// a cluster, a ModelDeployment may use a Secret only when it carries this label with the
+// value CredentialLabelValue. Whoever may write a ModelDeployment chooses its endpoint,
+// so without the opt-in that permission would read any Secret of the namespace.
+// Standalone manifests are written by the operator and need no label.
+const CredentialLabel = "ai.switchboard.dev/credential"
+
+// CredentialLabelValue is the value of CredentialLabel that opts a Secret in.
+const CredentialLabelValue = "true"
+
 // SecretKeyReference names one key of a Secret in the same namespace.
 type SecretKeyReference struct {
-	// name is the name of the Secret, in the ModelDeployment's namespace.
+	// name is the name of the Secret, in the ModelDeployment's namespace. In a cluster
+	// the Secret must be labelled ai.switchboard.dev/credential: "true"; any other
+	// Secret is not used (CredentialsResolved=False, reason SecretNotEligible).
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
@@ -61,8 +73,9 @@ type SecretKeyReference struct {
 // Credentials says where the model's credential is kept.
 type Credentials struct {
 	// secretRef references the Secret key holding the provider credential (an API key or
-	// token). The value is read by the runtime only; it never appears in status, events or
-	// logs.
+	// token). In a cluster only a Secret labelled ai.switchboard.dev/credential: "true"
+	// is used. The value is read by the runtime only; it never appears in status, events
+	// or logs.
 	// +required
 	SecretRef SecretKeyReference `json:"secretRef"`
 }

@@ -257,12 +257,13 @@ func worldManifests(provider string) string {
 		demoModelYAML(provider, teamB, "beta-summarizer", "anthropic", "anthropic", "echo", "summarize")
 }
 
-// demoSecretYAML is the Secret "demo" of namespace ns, holding the demo provider's key.
+// demoSecretYAML is the Secret "demo" of namespace ns, holding the demo provider's key and
+// opted in as a model credential.
 func demoSecretYAML(ns string) string {
 	return fmt.Sprintf(`---
 apiVersion: v1
 kind: Secret
-metadata: {name: demo, namespace: %s}
+metadata: {name: demo, namespace: %s, labels: {ai.switchboard.dev/credential: "true"}}
 stringData: {api-key: %s}
 `, ns, e2eKey)
 }

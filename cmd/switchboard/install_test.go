@@ -304,8 +304,26 @@ func testChartRBAC(t *testing.T, w *kubeWorld, release string, scoped bool) {
 
 	// The models' namespace: a credential Secret, a model of the demo provider, a caller
 	// bound to the chart's executor role, a scraper (bound by the chart's
-	// metricsReaderSubjects); elsewhere: a Secret nothing references.
+	// metricsReaderSubjects), and a Secret that is not a credential, which a model names
+	// anyway (as anyone who may write ModelDeployments could); elsewhere: a Secret nothing
+	// references.
 	apply(ctx, t, w, demoSecretYAML(models)+demoModelYAML(w.providerAddr, models, "chat", "openai-compatible", "openai/v1", "echo", "chat")+fmt.Sprintf(`---
+apiVersion: v1
+kind: Secret
+metadata: {name: database, namespace: %[1]s}
+stringData: {api-key: db-password-4d2a}
+---
+apiVersion: ai.switchboard.dev/v1alpha1
+kind: ModelDeployment
+metadata: {name: exfiltrate, namespace: %[1]s}
+spec:
+  provider: openai-compatible
+  model: echo
+  endpoint: http://%[4]s/openai/v1
+  allowInsecureEndpoint: true
+  credentials: {secretRef: {name: database, key: api-key}}
+  abilities: [exfiltrate]
+---
 apiVersion: v1
 kind: ServiceAccount
 metadata: {name: caller, namespace: %[1]s}
@@ -324,11 +342,12 @@ apiVersion: v1
 kind: Secret
 metadata: {name: unrelated, namespace: %[3]s}
 stringData: {password: not-for-switchboard}
-`, models, inst.fullname, elsewhere))
+`, models, inst.fullname, elsewhere, w.providerAddr))
 
 	c := newAuthClient()
 	c.secret("the demo provider's key", e2eKey)
 	c.secret("the unrelated Secret", "not-for-switchboard")
+	c.secret("the Secret that did not opt in", "db-password-4d2a")
 	managerToken := c.secret("the chart ServiceAccount's token", w.token(t, releaseNS, inst.account))
 	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
 	if err := writeKubeconfig(kubeconfig, w.env.Config, managerToken); err != nil {
@@ -368,6 +387,17 @@ stringData: {password: not-for-switchboard}
 		st := c.waitTerminal(t, base, caller, a.ID)
 		if st.Status != protocol.StatusCompleted || st.Route == nil || st.Route.Deployment != key.String() {
 			t.Errorf("execution: %+v, route %+v; want completed on %s", st, st.Route, key)
+		}
+	})
+
+	t.Run("it does not use a Secret that did not opt in", func(t *testing.T) {
+		md := waitModelStatus(t, w, client.ObjectKey{Namespace: models, Name: "exfiltrate"}, 10*time.Second, "SecretNotEligible",
+			func(md *v1alpha1.ModelDeployment) bool {
+				c := meta.FindStatusCondition(md.Status.Conditions, v1alpha1.ConditionCredentialsResolved)
+				return c != nil && c.Reason == v1alpha1.ReasonSecretNotEligible
+			})
+		if meta.IsStatusConditionTrue(md.Status.Conditions, v1alpha1.ConditionReady) {
+			t.Errorf("%s/exfiltrate is Ready with a Secret that did not opt in", models)
 		}
 	})
 
