@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -66,6 +67,8 @@ func TestInstallDryRun(t *testing.T) {
 	defer cancel()
 	installServiceMonitorCRD(t, w)
 	ensureNamespace(t, w, charttest.DefaultNamespace)
+	// The production values' watchNamespaces hold a Role and a RoleBinding each.
+	ensureNamespace(t, w, productionWatchNamespaces(t)...)
 
 	kubectl := filepath.Join(w.env.BinaryAssetsDirectory, "kubectl")
 	kustomized, err := exec.CommandContext(ctx, kubectl, "kustomize", filepath.Join("..", "..", "config", "default")).Output()
@@ -137,6 +140,22 @@ func TestInstallDryRun(t *testing.T) {
 			t.Errorf("Deployment %s after the dry runs: %v, want not found", objectName(deployment), err)
 		}
 	})
+}
+
+// productionWatchNamespaces reads watchNamespaces from the chart's production values.
+func productionWatchNamespaces(t *testing.T) []string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(charttest.Root(), charttest.ProductionValues))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v struct {
+		WatchNamespaces []string `json:"watchNamespaces"`
+	}
+	if err := yaml.Unmarshal(b, &v); err != nil {
+		t.Fatalf("%s: %v", charttest.ProductionValues, err)
+	}
+	return v.WatchNamespaces
 }
 
 // installServiceMonitorCRD installs a stand-in for the Prometheus Operator's
@@ -257,9 +276,10 @@ func exitDetail(err error) error {
 // the chart renders them (listen addresses, grace periods and log level aside), as the
 // chart's ServiceAccount, bound by nothing but the chart's rendered RBAC, applied for
 // real: once as installed by default (the manager's ClusterRole bound cluster-wide) and
-// once with watchNamespaces (bound by a RoleBinding in each watched namespace). Each time
-// it must do its whole job without a single refusal, and may do no more than
-// spec/modeldeployments.md ("What the manager reads") lists.
+// once with watchNamespaces (a Role and RoleBinding in each watched namespace, and only
+// TokenReview and SubjectAccessReview cluster-wide). Each time it must do its whole job
+// without a single refusal, and may do no more than spec/modeldeployments.md ("What the
+// manager reads") lists.
 func TestChartRBAC(t *testing.T) {
 	w := cluster(t)
 	for _, mode := range []struct {
@@ -283,6 +303,8 @@ type chartInstall struct {
 	fullname, account string
 	args              []string
 	env               []corev1.EnvVar
+	// rbac are the ServiceAccount and RBAC objects created.
+	rbac []*unstructured.Unstructured
 }
 
 func testChartRBAC(t *testing.T, w *kubeWorld, release string, scoped bool) {
@@ -426,6 +448,22 @@ stringData: {password: not-for-switchboard}
 			t.Errorf("get of the referenced Secret %s/demo: %v", models, errOwn)
 		}
 		if scoped {
+			// Namespaced Roles only: not even an unbound ClusterRole of the release holds
+			// Secrets.
+			for _, u := range inst.rbac {
+				if u.GetKind() != "ClusterRole" {
+					continue
+				}
+				var cr rbacv1.ClusterRole
+				if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &cr); err != nil {
+					t.Fatal(err)
+				}
+				for _, r := range cr.Rules {
+					if slices.Contains(r.Resources, "secrets") {
+						t.Errorf("ClusterRole %s grants %v on Secrets", cr.Name, r.Verbs)
+					}
+				}
+			}
 			if !apierrors.IsForbidden(errOther) {
 				t.Errorf("get of the unreferenced Secret %s/unrelated: %v, want forbidden", elsewhere, errOther)
 			}
@@ -504,6 +542,7 @@ func installChartRBAC(ctx context.Context, t *testing.T, w *kubeWorld, opts char
 			t.Fatalf("create %s %s: %v", u.GetKind(), objectName(u), err)
 		}
 		applied = append(applied, u.GetKind()+" "+objectName(u))
+		inst.rbac = append(inst.rbac, u)
 	}
 	if inst.account == "" {
 		t.Fatal("the chart rendered no Deployment with a ServiceAccount")

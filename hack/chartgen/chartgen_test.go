@@ -60,6 +60,16 @@ func TestCheckFindsDrift(t *testing.T) {
 			want: []string{"charts/switchboard/templates/rbac/generated/clusterrole-manager.yaml: differs from its source"},
 		},
 		{
+			name: "a namespaced rule of the manager changed",
+			change: func(t *testing.T, root string) {
+				edit(t, root, "config/rbac/role.yaml", "  - secrets\n  verbs:\n  - get\n", "  - secrets\n  verbs:\n  - get\n  - patch\n")
+			},
+			want: []string{
+				"charts/switchboard/templates/rbac/generated/clusterrole-manager.yaml: differs from its source",
+				"charts/switchboard/templates/rbac/generated/role-manager-watch.yaml: differs from its source",
+			},
+		},
+		{
 			name: "a caller role changed",
 			change: func(t *testing.T, root string) {
 				edit(t, root, "config/rbac/executor_role.yaml", "  - create\n", "  - create\n  - get\n")
@@ -103,6 +113,60 @@ func TestCheckFindsDrift(t *testing.T) {
 				t.Errorf("after regenerating: %v\n%s", err, out.String())
 			}
 		})
+	}
+}
+
+// TestManagerRulesSplitByScope checks how the manager's ClusterRole is split for
+// watchNamespaces: rules on namespaced resources go to the Role of each watched
+// namespace, the others stay with their reason, a rule naming both is split, and a
+// resource chartgen does not know fails the generation.
+func TestManagerRulesSplitByScope(t *testing.T) {
+	rule := func(group string, verbs []any, resources ...any) map[string]any {
+		return map[string]any{"apiGroups": []any{group}, "resources": resources, "verbs": verbs}
+	}
+	get, create := []any{"get"}, []any{"create"}
+	namespaced, cluster, err := splitByScope("role.yaml", []map[string]any{
+		rule("", get, "secrets"),
+		rule("ai.switchboard.dev", get, "modeldeployments/status"),
+		rule("authentication.k8s.io", create, "tokenreviews"),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff([]map[string]any{rule("", get, "secrets"), rule("ai.switchboard.dev", get, "modeldeployments/status")}, namespaced); d != "" {
+		t.Errorf("namespaced (-want +got):\n%s", d)
+	}
+	if len(cluster) != 1 || !cmp.Equal(cluster[0].rule, rule("authentication.k8s.io", create, "tokenreviews")) ||
+		len(cluster[0].why) != 1 || !strings.Contains(cluster[0].why[0], "TokenReview is cluster-scoped") {
+		t.Errorf("cluster = %+v, want the TokenReview rule with its reason", cluster)
+	}
+
+	// One rule, a namespaced and a cluster-scoped resource (as controller-gen merges rules
+	// of one group and the same verbs): two rules.
+	namespacedResources["authentication.k8s.io/widgets"] = true
+	t.Cleanup(func() { delete(namespacedResources, "authentication.k8s.io/widgets") })
+	namespaced, cluster, err = splitByScope("role.yaml", []map[string]any{rule("authentication.k8s.io", create, "tokenreviews", "widgets")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !cmp.Equal(namespaced, []map[string]any{rule("authentication.k8s.io", create, "widgets")}) ||
+		len(cluster) != 1 || !cmp.Equal(cluster[0].rule, rule("authentication.k8s.io", create, "tokenreviews")) {
+		t.Errorf("a mixed rule split into %v and %+v", namespaced, cluster)
+	}
+
+	for _, tc := range []struct {
+		name string
+		rule map[string]any
+		want string
+	}{
+		{"unknown resource", rule("", get, "configmaps"), `does not know whether "/configmaps" is namespaced`},
+		{"known resource, unknown group", map[string]any{"apiGroups": []any{"", "authentication.k8s.io"},
+			"resources": []any{"tokenreviews"}, "verbs": create}, `does not know whether "/tokenreviews" is namespaced`},
+		{"non-resource URL", map[string]any{"nonResourceURLs": []any{"/metrics"}, "verbs": get}, "non-resource URLs"},
+	} {
+		if _, _, err := splitByScope("role.yaml", []map[string]any{tc.rule}); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want an error mentioning %q", tc.name, err, tc.want)
+		}
 	}
 }
 

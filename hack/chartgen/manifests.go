@@ -86,35 +86,42 @@ func rbacTemplates(root string, files generatedFiles) error {
 			default:
 				return fmt.Errorf("%s: a %s; the chart does not know it (teach hack/chartgen where it goes)", src, obj.Kind)
 			}
-			name, tmpl, err := roleTemplate(src, leadingComment(doc), obj)
+			template := roleTemplate
+			if obj.Kind == "ClusterRole" && obj.Metadata.Name == managerRoleName {
+				template = managerTemplates
+			}
+			generated, err := template(src, leadingComment(doc), obj)
 			if err != nil {
 				return err
 			}
-			if _, dup := files[name]; dup {
-				return fmt.Errorf("%s: a second %s %s", src, obj.Kind, obj.Metadata.Name)
+			for name, tmpl := range generated {
+				if _, dup := files[name]; dup {
+					return fmt.Errorf("%s: a second %s %s", src, obj.Kind, obj.Metadata.Name)
+				}
+				files[name] = tmpl
 			}
-			files[name] = tmpl
 		}
 	}
 	return nil
 }
 
 // roleTemplate returns the chart path and the template of one Role or ClusterRole.
-func roleTemplate(src, comment string, obj rbacObject) (string, []byte, error) {
+// The manager's ClusterRole goes through managerTemplates instead.
+func roleTemplate(src, comment string, obj rbacObject) (map[string][]byte, error) {
 	short, ok := strings.CutPrefix(obj.Metadata.Name, namePrefix)
 	if !ok || short == "" {
-		return "", nil, fmt.Errorf("%s: %s %q is not named %s<name>", src, obj.Kind, obj.Metadata.Name, namePrefix)
+		return nil, fmt.Errorf("%s: %s %q is not named %s<name>", src, obj.Kind, obj.Metadata.Name, namePrefix)
 	}
 	if obj.Kind == "Role" && obj.Metadata.Namespace != managerNamespace {
-		return "", nil, fmt.Errorf("%s: Role %s is in namespace %q; the chart only knows the manager's (%s), which becomes the release namespace",
+		return nil, fmt.Errorf("%s: Role %s is in namespace %q; the chart only knows the manager's (%s), which becomes the release namespace",
 			src, obj.Metadata.Name, obj.Metadata.Namespace, managerNamespace)
 	}
 	if len(obj.Rules) == 0 {
-		return "", nil, fmt.Errorf("%s: %s %s has no rules", src, obj.Kind, obj.Metadata.Name)
+		return nil, fmt.Errorf("%s: %s %s has no rules", src, obj.Kind, obj.Metadata.Name)
 	}
 	rules, err := yaml.Marshal(obj.Rules)
 	if err != nil {
-		return "", nil, err
+		return nil, err
 	}
 	guard := ".Values.rbac.createCallerRoles"
 	if obj.Metadata.Name == managerRoleName {
@@ -134,7 +141,9 @@ func roleTemplate(src, comment string, obj rbacObject) (string, []byte, error) {
 	b.WriteString("rules:\n")
 	b.Write(rules)
 	b.WriteString("{{- end }}\n")
-	return fmt.Sprintf("%s/templates/rbac/generated/%s-%s.yaml", chartDir, strings.ToLower(obj.Kind), short), b.Bytes(), nil
+	return map[string][]byte{
+		fmt.Sprintf("%s/templates/rbac/generated/%s-%s.yaml", chartDir, strings.ToLower(obj.Kind), short): b.Bytes(),
+	}, nil
 }
 
 var documentSeparator = regexp.MustCompile(`(?m)^---[ \t]*$`)

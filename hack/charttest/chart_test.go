@@ -56,7 +56,7 @@ func TestRenderedObjects(t *testing.T) {
 		},
 		"production": {
 			"CustomResourceDefinition": 2, "ServiceAccount": 1, "ClusterRole": 4,
-			"ClusterRoleBinding": 2, "Role": 1, "RoleBinding": 1, "Service": 2, "Deployment": 1,
+			"ClusterRoleBinding": 2, "Role": 2, "RoleBinding": 2, "Service": 2, "Deployment": 1,
 			"PodDisruptionBudget": 1, "NetworkPolicy": 1, "ServiceMonitor": 1,
 		},
 	}
@@ -382,94 +382,231 @@ func goSources(t *testing.T, dirs ...string) string {
 }
 
 // TestRBACMatchesConfig checks the chart's roles against config/rbac, where role.yaml is
-// generated from the +kubebuilder:rbac markers: the same rules, no wildcard, and bindings
-// that all point at rendered roles and the release's ServiceAccount.
+// generated from the +kubebuilder:rbac markers, with both value files: the same rules (the
+// manager's ClusterRole, with watchNamespaces, split into the cluster-scoped rules that
+// stay in it and a Role per watched namespace), no wildcard, and bindings that all point
+// at rendered roles and the release's ServiceAccount.
 func TestRBACMatchesConfig(t *testing.T) {
 	t.Parallel()
-	objs := render(t, Options{ValuesFiles: []string{ProductionValues}})
 	configRoles := configRBAC(t)
 	if len(configRoles) < 5 {
 		t.Fatalf("config/rbac: %d roles, want the manager's ClusterRole and Role and the three caller roles", len(configRoles))
 	}
-	rendered := map[string]rbacRole{}
-	for _, o := range objs {
-		if o.Kind == "Role" || o.Kind == "ClusterRole" {
-			var r rbacRole
-			decode(t, o, &r)
-			rendered[o.Kind+"/"+o.Name] = r
-			for _, rule := range r.Rules {
-				for _, field := range [][]string{rule.APIGroups, rule.Resources, rule.Verbs, rule.NonResourceURLs} {
-					if slices.Contains(field, "*") {
-						t.Errorf("%s %s has a wildcard: %+v", o.Kind, o.Name, rule)
+	for _, vf := range valueFiles {
+		t.Run(vf.name, func(t *testing.T) {
+			t.Parallel()
+			objs := render(t, vf.opts)
+			rendered := renderedRoles(t, objs)
+			var watched []string
+			for key, r := range rendered {
+				if strings.HasPrefix(key, "Role/") && r.Metadata.Name == DefaultRelease+"-manager-watch" {
+					watched = append(watched, r.Metadata.Namespace)
+				}
+			}
+			sort.Strings(watched)
+			if scoped := vf.name == "production"; scoped != (len(watched) > 0) {
+				t.Errorf("Roles %s-manager-watch in %q; want them exactly when watchNamespaces is set (the production values)", DefaultRelease, watched)
+			}
+			for _, c := range configRoles {
+				name := c.Kind + "/" + DefaultRelease + "-" + strings.TrimPrefix(c.Metadata.Name, "switchboard-")
+				if c.Kind == "Role" {
+					name = "Role/" + DefaultNamespace + "/" + DefaultRelease + "-" + strings.TrimPrefix(c.Metadata.Name, "switchboard-")
+				}
+				r, ok := rendered[name]
+				if !ok {
+					t.Errorf("config/rbac's %s %s is not rendered as %s", c.Kind, c.Metadata.Name, name)
+					continue
+				}
+				got := r.Rules
+				if c.Kind == "ClusterRole" && c.Metadata.Name == "switchboard-manager" && len(watched) > 0 {
+					// What the ClusterRole lost, each watched namespace's Role holds.
+					for _, ns := range watched {
+						role := rendered["Role/"+ns+"/"+DefaultRelease+"-manager-watch"]
+						if diff := cmp.Diff(sortedRules(namespacedRules(c.Rules)), sortedRules(role.Rules)); diff != "" {
+							t.Errorf("Role %s-manager-watch in %s: rules differ from the namespaced rules of config/rbac (-config +chart):\n%s", DefaultRelease, ns, diff)
+						}
 					}
+					got = append(slices.Clone(got), namespacedRules(c.Rules)...)
+				}
+				if diff := cmp.Diff(sortedRules(c.Rules), sortedRules(got)); diff != "" {
+					t.Errorf("%s rules differ from config/rbac (-config +chart):\n%s", name, diff)
+				}
+			}
+			if want := len(configRoles) + len(watched); len(rendered) != want {
+				t.Errorf("%d roles rendered, want config/rbac's %d and one per watched namespace", len(rendered), want)
+			}
+
+			// TokenReview and SubjectAccessReview stay with the manager's ClusterRole, so
+			// nothing binds system:auth-delegator.
+			manager := rendered["ClusterRole/"+DefaultRelease+"-manager"]
+			for _, res := range []string{"tokenreviews", "subjectaccessreviews"} {
+				if !slices.ContainsFunc(manager.Rules, func(r rbacRule) bool {
+					return slices.Contains(r.Resources, res) && slices.Contains(r.Verbs, "create")
+				}) {
+					t.Errorf("the manager's ClusterRole cannot create %s", res)
+				}
+			}
+			checkBindings(t, objs, rendered)
+			for _, o := range kinds(objs, "ClusterRoleBinding") {
+				if strings.Contains(string(o.YAML), "system:auth-delegator") {
+					t.Errorf("ClusterRoleBinding %s binds system:auth-delegator, which the manager's ClusterRole already covers", o.Name)
+				}
+			}
+		})
+	}
+}
+
+// TestWatchNamespaces checks where the release's ServiceAccount may read Secrets: with
+// watchNamespaces only in those namespaces, through a Role in each, and nothing namespaced
+// cluster-wide; without it, everywhere (the default, which the README warns about).
+func TestWatchNamespaces(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name     string
+		opts     Options
+		wide     bool     // Secrets readable cluster-wide
+		readable []string // namespaces where Secrets are readable through a RoleBinding
+		bindings []string
+	}{
+		{name: "default", opts: Options{}, wide: true, bindings: []string{
+			"ClusterRoleBinding /switchboard-manager -> ClusterRole switchboard-manager",
+			"RoleBinding switchboard-system/switchboard-manager -> Role switchboard-manager",
+		}},
+		{name: "watchNamespaces", opts: set("watchNamespaces={ai,search}"), readable: []string{"ai", "search"}, bindings: []string{
+			"ClusterRoleBinding /switchboard-manager -> ClusterRole switchboard-manager",
+			"RoleBinding ai/switchboard-manager-watch -> Role switchboard-manager-watch",
+			"RoleBinding search/switchboard-manager-watch -> Role switchboard-manager-watch",
+			"RoleBinding switchboard-system/switchboard-manager -> Role switchboard-manager",
+		}},
+		{name: "production values", opts: Options{ValuesFiles: []string{ProductionValues}}, readable: []string{"ai"}, bindings: []string{
+			"ClusterRoleBinding /switchboard-manager -> ClusterRole switchboard-manager",
+			"ClusterRoleBinding /switchboard-metrics-reader -> ClusterRole switchboard-metrics-reader",
+			"RoleBinding ai/switchboard-manager-watch -> Role switchboard-manager-watch",
+			"RoleBinding switchboard-system/switchboard-manager -> Role switchboard-manager",
+		}},
+		// Nothing reviews callers: nothing at all is bound cluster-wide.
+		{name: "watchNamespaces, no reviews", opts: set("watchNamespaces={ai}", "auth.mode=none", "metrics.secure=false"), readable: []string{"ai"}, bindings: []string{
+			"RoleBinding ai/switchboard-manager-watch -> Role switchboard-manager-watch",
+			"RoleBinding switchboard-system/switchboard-manager -> Role switchboard-manager",
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			objs := render(t, tc.opts)
+			roles := renderedRoles(t, objs)
+			var bindings, readable []string
+			wide := false
+			for _, o := range objs {
+				if !strings.HasSuffix(o.Kind, "Binding") {
+					continue
+				}
+				var b rbacBinding
+				decode(t, o, &b)
+				bindings = append(bindings, fmt.Sprintf("%s %s/%s -> %s %s", o.Kind, o.Namespace, o.Name, b.RoleRef.Kind, b.RoleRef.Name))
+				key := b.RoleRef.Kind + "/" + b.RoleRef.Name
+				if b.RoleRef.Kind == "Role" {
+					key = "Role/" + o.Namespace + "/" + b.RoleRef.Name
+				}
+				role := roles[key]
+				switch {
+				case o.Kind == "ClusterRoleBinding" && grants(role.Rules, "", "secrets", "get"):
+					wide = true
+				case o.Kind == "RoleBinding" && grants(role.Rules, "", "secrets", "get"):
+					readable = append(readable, o.Namespace)
+				}
+				if o.Kind == "ClusterRoleBinding" && !tc.wide {
+					for _, r := range role.Rules {
+						for _, res := range r.Resources {
+							if !slices.Contains([]string{"tokenreviews", "subjectaccessreviews"}, res) {
+								t.Errorf("ClusterRoleBinding %s grants %v on %s cluster-wide: %+v", o.Name, r.Verbs, res, r)
+							}
+						}
+					}
+				}
+			}
+			sort.Strings(bindings)
+			sort.Strings(readable)
+			if diff := cmp.Diff(tc.bindings, bindings); diff != "" {
+				t.Errorf("bindings (-want +got):\n%s", diff)
+			}
+			if wide != tc.wide || !slices.Equal(readable, tc.readable) {
+				t.Errorf("Secrets readable cluster-wide: %v, in namespaces %q; want %v, %q", wide, readable, tc.wide, tc.readable)
+			}
+			if !tc.wide {
+				for key, r := range roles {
+					if strings.HasPrefix(key, "ClusterRole/") && grants(r.Rules, "", "secrets", "get") {
+						t.Errorf("%s grants Secrets, bound or not", key)
+					}
+				}
+			}
+			for _, ns := range tc.readable {
+				role := roles["Role/"+ns+"/"+DefaultRelease+"-manager-watch"]
+				for _, verb := range []string{"get", "list", "watch"} {
+					if !grants(role.Rules, "", "secrets", verb) || !grants(role.Rules, "ai.switchboard.dev", "modeldeployments", verb) {
+						t.Errorf("Role %s-manager-watch in %s does not grant %s on secrets and modeldeployments", DefaultRelease, ns, verb)
+					}
+				}
+			}
+			if len(tc.readable) > 0 {
+				var d deployment
+				decode(t, find(t, objs, "Deployment", DefaultRelease), &d)
+				if want := "--watch-namespaces=" + strings.Join(tc.readable, ","); !slices.Contains(d.Spec.Template.Spec.Containers[0].Args, want) {
+					t.Errorf("args lack %s: %q", want, d.Spec.Template.Spec.Containers[0].Args)
+				}
+			}
+		})
+	}
+}
+
+// renderedRoles decodes the rendered Roles and ClusterRoles by "ClusterRole/name" and
+// "Role/namespace/name", failing on a wildcard.
+func renderedRoles(t *testing.T, objs []Object) map[string]rbacRole {
+	t.Helper()
+	roles := map[string]rbacRole{}
+	for _, o := range objs {
+		if o.Kind != "Role" && o.Kind != "ClusterRole" {
+			continue
+		}
+		var r rbacRole
+		decode(t, o, &r)
+		key := o.Kind + "/" + o.Name
+		if o.Kind == "Role" {
+			key = "Role/" + o.Namespace + "/" + o.Name
+		}
+		roles[key] = r
+		for _, rule := range r.Rules {
+			for _, field := range [][]string{rule.APIGroups, rule.Resources, rule.Verbs, rule.NonResourceURLs} {
+				if slices.Contains(field, "*") {
+					t.Errorf("%s %s has a wildcard: %+v", o.Kind, o.Name, rule)
 				}
 			}
 		}
 	}
-	for _, c := range configRoles {
-		name := c.Kind + "/" + DefaultRelease + "-" + strings.TrimPrefix(c.Metadata.Name, "switchboard-")
-		r, ok := rendered[name]
-		if !ok {
-			t.Errorf("config/rbac's %s %s is not rendered as %s", c.Kind, c.Metadata.Name, name)
-			continue
-		}
-		if diff := cmp.Diff(c.Rules, r.Rules); diff != "" {
-			t.Errorf("%s rules differ from config/rbac (-config +chart):\n%s", name, diff)
-		}
-		if c.Kind == "Role" && r.Metadata.Namespace != DefaultNamespace {
-			t.Errorf("%s in namespace %q, want the release namespace", name, r.Metadata.Namespace)
-		}
-	}
-	if len(rendered) != len(configRoles) {
-		t.Errorf("%d roles rendered, config/rbac has %d", len(rendered), len(configRoles))
-	}
-
-	// TokenReview and SubjectAccessReview come with the manager's ClusterRole, so nothing
-	// binds system:auth-delegator when the ClusterRole is bound cluster-wide.
-	manager := rendered["ClusterRole/"+DefaultRelease+"-manager"]
-	for _, res := range []string{"tokenreviews", "subjectaccessreviews"} {
-		if !slices.ContainsFunc(manager.Rules, func(r rbacRule) bool {
-			return slices.Contains(r.Resources, res) && slices.Contains(r.Verbs, "create")
-		}) {
-			t.Errorf("the manager's ClusterRole cannot create %s", res)
-		}
-	}
-	checkBindings(t, objs, rendered)
-	for _, o := range kinds(objs, "ClusterRoleBinding") {
-		if strings.Contains(string(o.YAML), "system:auth-delegator") {
-			t.Errorf("ClusterRoleBinding %s binds system:auth-delegator, which the manager's ClusterRole already covers", o.Name)
-		}
-	}
+	return roles
 }
 
-// TestWatchNamespaces checks that with watchNamespaces the manager's ClusterRole is bound
-// in those namespaces only, plus system:auth-delegator for the two reviews.
-func TestWatchNamespaces(t *testing.T) {
-	t.Parallel()
-	objs := render(t, Options{Set: []string{"watchNamespaces={ai,search}"}})
-	var d deployment
-	decode(t, find(t, objs, "Deployment", DefaultRelease), &d)
-	if !slices.Contains(d.Spec.Template.Spec.Containers[0].Args, "--watch-namespaces=ai,search") {
-		t.Errorf("args lack --watch-namespaces=ai,search: %q", d.Spec.Template.Spec.Containers[0].Args)
-	}
-	var bindings []string
-	for _, o := range objs {
-		if strings.HasSuffix(o.Kind, "Binding") {
-			var b rbacBinding
-			decode(t, o, &b)
-			bindings = append(bindings, fmt.Sprintf("%s %s/%s -> %s %s", o.Kind, o.Namespace, o.Name, b.RoleRef.Kind, b.RoleRef.Name))
-		}
-	}
-	sort.Strings(bindings)
-	want := []string{
-		"ClusterRoleBinding /switchboard-auth-delegator -> ClusterRole system:auth-delegator",
-		"RoleBinding ai/switchboard-manager-watch -> ClusterRole switchboard-manager",
-		"RoleBinding search/switchboard-manager-watch -> ClusterRole switchboard-manager",
-		"RoleBinding switchboard-system/switchboard-manager -> Role switchboard-manager",
-	}
-	if diff := cmp.Diff(want, bindings); diff != "" {
-		t.Errorf("bindings (-want +got):\n%s", diff)
-	}
+// namespacedRules are the rules of rules that do not name a cluster-scoped resource (the
+// manager's: TokenReview and SubjectAccessReview).
+func namespacedRules(rules []rbacRule) []rbacRule {
+	return slices.DeleteFunc(slices.Clone(rules), func(r rbacRule) bool {
+		return slices.ContainsFunc(r.Resources, func(res string) bool {
+			return res == "tokenreviews" || res == "subjectaccessreviews"
+		})
+	})
+}
+
+// sortedRules orders rules by their content, so that lists compare as sets.
+func sortedRules(rules []rbacRule) []rbacRule {
+	out := slices.Clone(rules)
+	slices.SortFunc(out, func(a, b rbacRule) int { return strings.Compare(fmt.Sprint(a), fmt.Sprint(b)) })
+	return out
+}
+
+// grants reports whether rules allow verb on group/resource.
+func grants(rules []rbacRule, group, resource, verb string) bool {
+	return slices.ContainsFunc(rules, func(r rbacRule) bool {
+		return slices.Contains(r.APIGroups, group) && slices.Contains(r.Resources, resource) && slices.Contains(r.Verbs, verb)
+	})
 }
 
 // TestNotes checks that the release notes tell a team how to call the runtime.
@@ -499,9 +636,9 @@ func TestNotes(t *testing.T) {
 	}
 }
 
-// checkBindings checks that every binding names a rendered role (or
-// system:auth-delegator) and only the release's ServiceAccount, except the
-// metrics-reader binding, whose subjects are the scrapers.
+// checkBindings checks that every binding names a rendered role (a Role of its own
+// namespace) and only the release's ServiceAccount, except the metrics-reader binding,
+// whose subjects are the scrapers.
 func checkBindings(t *testing.T, objs []Object, roles map[string]rbacRole) {
 	t.Helper()
 	for _, o := range objs {
@@ -510,8 +647,12 @@ func checkBindings(t *testing.T, objs []Object, roles map[string]rbacRole) {
 		}
 		var b rbacBinding
 		decode(t, o, &b)
-		if _, ok := roles[b.RoleRef.Kind+"/"+b.RoleRef.Name]; !ok && b.RoleRef.Name != "system:auth-delegator" {
-			t.Errorf("%s %s refers to %s %s, which is not rendered", o.Kind, o.Name, b.RoleRef.Kind, b.RoleRef.Name)
+		key := b.RoleRef.Kind + "/" + b.RoleRef.Name
+		if b.RoleRef.Kind == "Role" {
+			key = "Role/" + o.Namespace + "/" + b.RoleRef.Name
+		}
+		if _, ok := roles[key]; !ok {
+			t.Errorf("%s %s refers to %s %s, which is not rendered (in its namespace)", o.Kind, o.Name, b.RoleRef.Kind, b.RoleRef.Name)
 		}
 		if b.RoleRef.Name == DefaultRelease+"-metrics-reader" {
 			continue
