@@ -14,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/switchboard-dev/switchboard/api/v1alpha1"
 	"github.com/switchboard-dev/switchboard/runtime/protocol"
 	"github.com/switchboard-dev/switchboard/runtime/routing"
 )
@@ -314,7 +315,8 @@ spec:
 }
 
 // The samples under config/samples pass the Go mirror of the CRD rules (the API server
-// runs the same rules on them in a cluster).
+// runs the same rules on them in a cluster), and the cluster samples' Secrets opt in, or
+// their models would never be routed.
 func TestSamplesAreValid(t *testing.T) {
 	files, _ := filepath.Glob(filepath.Join("..", "config", "samples", "ai_*.yaml"))
 	standalone, _ := filepath.Glob(filepath.Join("..", "config", "samples", "standalone", "*.yaml"))
@@ -328,8 +330,18 @@ func TestSamplesAreValid(t *testing.T) {
 		}
 		dir := t.TempDir()
 		writeFile(t, dir, filepath.Base(f), string(data))
-		if _, err := LoadManifests(dir); err != nil {
+		m, err := LoadManifests(dir)
+		if err != nil {
 			t.Errorf("%s: %v", f, err)
+			continue
+		}
+		if filepath.Base(filepath.Dir(f)) == "standalone" {
+			continue
+		}
+		for i := range m.Secrets {
+			if !optedIn(&m.Secrets[i]) {
+				t.Errorf("%s: Secret %s is not labelled %s: %q", f, m.Secrets[i].Name, v1alpha1.CredentialLabel, v1alpha1.CredentialLabelValue)
+			}
 		}
 	}
 }

@@ -627,10 +627,18 @@ func TestNotes(t *testing.T) {
 				"kubectl create token summarizer -n search --audience switchboard",
 				"curl -sS -X POST http://switchboard.switchboard-system.svc:8080/v1/executions",
 				`-H "Authorization: Bearer $TOKEN"`,
+				"kubectl -n ai label secret openai-credentials ai.switchboard.dev/credential=true",
+				"may send that namespace's labelled\nSecrets to the endpoint they choose",
 			} {
 				if !strings.Contains(notes, want) {
 					t.Errorf("NOTES lack %q:\n%s", want, notes)
 				}
+			}
+			// The default install is warned about; the production values set
+			// watchNamespaces.
+			warned := strings.Contains(notes, "watchNamespaces is empty: the runtime's ClusterRole lets it read every Secret")
+			if want := vf.name == "default"; warned != want {
+				t.Errorf("NOTES warn about every Secret being readable: %v, want %v:\n%s", warned, want, notes)
 			}
 		})
 	}
