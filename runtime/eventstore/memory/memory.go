@@ -87,7 +87,7 @@ type Store struct {
 	resMu        sync.Mutex
 	reservations map[string]reservation
 	secrets      map[string][]byte // under resMu
-	resExpires   expiryQueue
+	resExpires   resQueue          // every stored reservation, by expiry
 
 	closed    chan struct{} // closed by Close, wakes every waiter
 	isClosed  atomic.Bool   // cheap check for the non-blocking methods
@@ -193,8 +193,8 @@ type entry struct {
 }
 
 type reservation struct {
-	r         eventstore.Reservation
-	expiresAt time.Time
+	r    eventstore.Reservation
+	item *resItem // in resExpires
 }
 
 // Create implements eventstore.Store. The execution becomes visible, leased and indexed,
@@ -239,7 +239,7 @@ func (s *Store) Create(_ context.Context, rec eventstore.Record, owner string, t
 func (s *Store) markCreated(key, id string, now time.Time) {
 	s.resMu.Lock()
 	defer s.resMu.Unlock()
-	if cur, ok := s.reservations[key]; ok && cur.r.ExecutionID == id && now.Before(cur.expiresAt) {
+	if cur, ok := s.reservations[key]; ok && cur.r.ExecutionID == id && now.Before(cur.item.expires) {
 		cur.r.Created = true
 		s.reservations[key] = cur
 	}
@@ -540,17 +540,19 @@ func (s *Store) Reserve(_ context.Context, key string, r eventstore.Reservation,
 	now := s.now()
 	s.resMu.Lock()
 	defer s.resMu.Unlock()
-	// An expired reservation the sweep has not reached yet counts as absent, so expiry
-	// is exact whatever the sweep interval.
-	if cur, ok := s.reservations[key]; ok && now.Before(cur.expiresAt) {
-		// The same execution and fingerprint: a repeat of the Reserve that stored it.
-		mine := cur.r.ExecutionID == r.ExecutionID && cur.r.Fingerprint == r.Fingerprint
-		return copyReservation(cur.r), mine, nil
+	if cur, ok := s.reservations[key]; ok {
+		if now.Before(cur.item.expires) {
+			// The same execution and fingerprint: a repeat of the Reserve that stored it.
+			mine := cur.r.ExecutionID == r.ExecutionID && cur.r.Fingerprint == r.Fingerprint
+			return copyReservation(cur.r), mine, nil
+		}
+		// Expired, and the sweep has not reached it yet: it counts as absent, so expiry
+		// is exact whatever the sweep interval.
+		s.unreserve(key, cur)
 	}
-	stored := reservation{r: copyReservation(r), expiresAt: now.Add(ttl)}
+	stored := reservation{r: copyReservation(r), item: s.resExpires.add(key, now.Add(ttl))}
 	stored.r.Created = false // only Create marks it
 	s.reservations[key] = stored
-	s.resExpires.add(stored.expiresAt, key)
 	return copyReservation(stored.r), true, nil
 }
 
@@ -562,9 +564,15 @@ func (s *Store) Release(_ context.Context, key, executionID string) error {
 	s.resMu.Lock()
 	defer s.resMu.Unlock()
 	if cur, ok := s.reservations[key]; ok && cur.r.ExecutionID == executionID {
-		delete(s.reservations, key)
+		s.unreserve(key, cur)
 	}
 	return nil
+}
+
+// unreserve forgets the reservation cur stored under key. Called with s.resMu held.
+func (s *Store) unreserve(key string, cur reservation) {
+	s.resExpires.remove(cur.item)
+	delete(s.reservations, key)
 }
 
 // Secret implements eventstore.Store.
@@ -730,10 +738,7 @@ func (s *Store) Sweep() {
 
 	s.resMu.Lock()
 	for _, key := range s.resExpires.due(now) {
-		// The queue may hold stale entries for keys released and reserved again.
-		if cur, ok := s.reservations[key]; ok && !cur.expiresAt.After(now) {
-			delete(s.reservations, key)
-		}
+		delete(s.reservations, key) // the queue holds exactly the stored reservations
 	}
 	s.resMu.Unlock()
 }

@@ -119,6 +119,33 @@ func TestConformance(t *testing.T) {
 	})
 }
 
+// TestRefusalsRetainNothing checks that reservations released at once, as refused
+// submissions release theirs, leave no key, member or index behind in Redis: the
+// memory of the keys under the store's prefix (MEMORY USAGE) is what it was.
+func TestRefusalsRetainNothing(t *testing.T) {
+	prefix := newPrefix(t)
+	admin := newClient(t)
+	storetest.CheckRefusals(t, storetest.RefusalConfig{
+		Store: open(t, prefix),
+		Retained: func() int64 {
+			ctx := context.Background()
+			var bytes int64
+			iter := admin.Scan(ctx, 0, prefix+"*", 1000).Iterator()
+			for iter.Next(ctx) {
+				n, err := admin.MemoryUsage(ctx, iter.Val()).Result()
+				if err != nil && !errors.Is(err, goredis.Nil) {
+					t.Fatalf("MEMORY USAGE %s: %v", iter.Val(), err)
+				}
+				bytes += n
+			}
+			if err := iter.Err(); err != nil {
+				t.Fatalf("scan: %v", err)
+			}
+			return bytes
+		},
+	})
+}
+
 // TestSurvivesRestart checks that a Store opened after another one closed (a replica
 // restart) sees everything the first one wrote.
 func TestSurvivesRestart(t *testing.T) {
