@@ -873,7 +873,7 @@ func reserve(t *testing.T, store eventstore.Store, key, body string, createdAt t
 	r := eventstore.Reservation{Fingerprint: fp, ExecutionID: id, CreatedAt: createdAt,
 		Response: json.RawMessage(`{"id":"` + id + `","status":"accepted"}`)}
 	// The runtime's scope: no authentication (runtime/httpapi idempotencyScope).
-	if _, ok, err := store.Reserve(context.Background(), "runtime "+key, r, 24*time.Hour); err != nil || !ok {
+	if _, ok, err := store.Reserve(context.Background(), "runtime "+key, r, 24*time.Hour, 0); err != nil || !ok {
 		t.Fatalf("reserve %s: %v, %v", key, ok, err)
 	}
 	return id

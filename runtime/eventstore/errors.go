@@ -1,6 +1,10 @@
 package eventstore
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+	"time"
+)
 
 // Sentinel errors of every Store implementation. Implementations wrap them with context
 // (the execution id, the rejected sequence); callers test with errors.Is.
@@ -26,3 +30,17 @@ var (
 	// ErrClosed: the store was closed.
 	ErrClosed = errors.New("eventstore: store closed")
 )
+
+// ReservationLimitError is Reserve's error when the reservation's scope holds its limit
+// of unexpired reservations already; nothing was stored.
+type ReservationLimitError struct {
+	// Limit is the limit Reserve was given.
+	Limit int
+	// RetryAfter is how long, on the store's clock, until the earliest of the scope's
+	// reservations expires and leaves room; a Release may leave room sooner.
+	RetryAfter time.Duration
+}
+
+func (e *ReservationLimitError) Error() string {
+	return fmt.Sprintf("eventstore: the scope holds %d reservations, its limit; the earliest expires in %v", e.Limit, e.RetryAfter)
+}

@@ -109,9 +109,9 @@ func (t *timed) Wait(ctx context.Context, id string, after uint64) error {
 	return t.s.Wait(ctx, id, after)
 }
 
-func (t *timed) Reserve(ctx context.Context, key string, r Reservation, ttl time.Duration) (Reservation, bool, error) {
+func (t *timed) Reserve(ctx context.Context, key string, r Reservation, ttl time.Duration, limit int) (Reservation, bool, error) {
 	defer t.since(OpReserve, time.Now())
-	return t.s.Reserve(ctx, key, r, ttl)
+	return t.s.Reserve(ctx, key, r, ttl, limit)
 }
 
 func (t *timed) Release(ctx context.Context, key, executionID string) error {

@@ -107,12 +107,22 @@ type Store interface {
 	// again, as when a call whose answer was lost is retried: it is returned with
 	// reserved=true and left as it is, its expiry included. The reservation expires ttl
 	// after it was made. Empty keys and ttl <= 0 give ErrInvalid.
-	Reserve(ctx context.Context, key string, r Reservation, ttl time.Duration) (existing Reservation, reserved bool, err error)
+	//
+	// The store counts the stored, unexpired reservations of each scope (r.Scope; ""
+	// is a scope too), in the same atomic step, so the count is exact whichever
+	// handles on the store's data reserve. With limit > 0, storing r when its scope
+	// holds limit reservations already is refused with a *ReservationLimitError, and
+	// nothing is stored; an existing reservation under key is returned as above
+	// whatever the limit. limit <= 0 refuses nothing, and what is stored is counted
+	// all the same. A reservation leaves the count when it is released or expires.
+	Reserve(ctx context.Context, key string, r Reservation, ttl time.Duration, limit int) (existing Reservation, reserved bool, err error)
 
 	// Release deletes the reservation under key if it names executionID. Matching the
 	// execution keeps a late Release (after expiry and a new reservation by another
 	// request) from deleting a reservation it does not own. Releasing a missing or
-	// foreign reservation is not an error.
+	// foreign reservation is not an error. A released reservation leaves its scope's
+	// count at once and costs the store nothing from then on: a submission refused
+	// after reserving its key releases it (spec/http-api.md, "Idempotency").
 	Release(ctx context.Context, key, executionID string) error
 
 	// RequestCancel records that the execution should be cancelled and wakes its
@@ -267,6 +277,11 @@ type Status struct {
 // Reservation is what an idempotency key maps to: enough to answer a replay with the
 // original response, even after the execution itself has been removed.
 type Reservation struct {
+	// Scope is the key space the reservation belongs to (spec/http-api.md,
+	// "Idempotency": a caller principal's, or the runtime's), stored with it: the unit
+	// whose reservations Reserve counts. The store never reads it out of the key, which
+	// is opaque to it.
+	Scope string
 	// Fingerprint is the hash of the canonical request body; a replay with another
 	// fingerprint is a reuse of the key.
 	Fingerprint string

@@ -137,7 +137,7 @@ func (s *server) reserve(ctx context.Context, key string, mine eventstore.Reserv
 		released  bool
 	)
 	for {
-		cur, reserved, err := s.store.Reserve(ctx, key, mine, s.idempotencyTTL)
+		cur, reserved, err := s.store.Reserve(ctx, key, mine, s.idempotencyTTL, 0)
 		if err != nil {
 			return eventstore.Reservation{}, false, err
 		}

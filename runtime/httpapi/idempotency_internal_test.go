@@ -45,8 +45,8 @@ func (h *hookStore) hooks() hookStore {
 	return hookStore{reserve: h.reserve, create: h.create, get: h.get, appendH: h.appendH}
 }
 
-func (h *hookStore) Reserve(ctx context.Context, key string, r eventstore.Reservation, ttl time.Duration) (eventstore.Reservation, bool, error) {
-	next := func() (eventstore.Reservation, bool, error) { return h.Store.Reserve(ctx, key, r, ttl) }
+func (h *hookStore) Reserve(ctx context.Context, key string, r eventstore.Reservation, ttl time.Duration, limit int) (eventstore.Reservation, bool, error) {
+	next := func() (eventstore.Reservation, bool, error) { return h.Store.Reserve(ctx, key, r, ttl, limit) }
 	if f := h.hooks().reserve; f != nil {
 		return f(r, next)
 	}
@@ -163,7 +163,7 @@ func reservation(t *testing.T, store eventstore.Store, key, id string, createdAt
 		t.Fatal(err)
 	}
 	r := eventstore.Reservation{Fingerprint: fp, ExecutionID: id, Response: appendAccepted(nil, id, createdAt, ""), CreatedAt: createdAt}
-	if _, ok, err := store.Reserve(context.Background(), scopedKey("runtime", key), r, time.Hour); err != nil || !ok {
+	if _, ok, err := store.Reserve(context.Background(), scopedKey("runtime", key), r, time.Hour, 0); err != nil || !ok {
 		t.Fatalf("Reserve: %v, %v", ok, err)
 	}
 	return r
@@ -311,7 +311,7 @@ func TestReleaseOnlyWhenNotCreated(t *testing.T) {
 	})
 	errorCode(t, post(s, image, "kept"), http.StatusUnprocessableEntity, protocol.CodeUnsupportedCapability)
 	store.set(func(h *hookStore) { h.reserve, h.get = nil, nil })
-	cur, ok, err := store.Reserve(context.Background(), scopedKey("runtime", "kept"), eventstore.Reservation{ExecutionID: "exe_probe"}, time.Hour)
+	cur, ok, err := store.Reserve(context.Background(), scopedKey("runtime", "kept"), eventstore.Reservation{ExecutionID: "exe_probe"}, time.Hour, 0)
 	if err != nil || ok || cur.ExecutionID != mine {
 		t.Fatalf("Reserve after the failure: %+v, %v, %v; want the key still reserved for %s", cur, ok, err, mine)
 	}

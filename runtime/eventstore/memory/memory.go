@@ -60,7 +60,8 @@ func WithSweepInterval(d time.Duration) Option {
 //
 // Executions sit in a map behind a read-write lock that is held only to find or insert
 // an execution; each execution then has its own lock, so appends to one execution do not
-// contend with reads of another. Idempotency reservations have a lock of their own.
+// contend with reads of another. Idempotency reservations have a lock of their own, and
+// each scope's reservations a queue by expiry (see resQueue), which is also their count.
 //
 // Each execution keeps its result snapshot, which Append folds each event into under
 // the execution's lock (protocol.Snapshot.Apply, O(event) with its builders), so Get and
@@ -86,8 +87,8 @@ type Store struct {
 
 	resMu        sync.Mutex
 	reservations map[string]reservation
-	secrets      map[string][]byte // under resMu
-	resExpires   resQueue          // every stored reservation, by expiry
+	resScopes    map[string]*resQueue // each scope's reservations; no queue is empty
+	secrets      map[string][]byte    // under resMu
 
 	closed    chan struct{} // closed by Close, wakes every waiter
 	isClosed  atomic.Bool   // cheap check for the non-blocking methods
@@ -111,6 +112,7 @@ func New(opts ...Option) *Store {
 		retention:    c.retention,
 		execs:        make(map[string]*execution),
 		reservations: make(map[string]reservation),
+		resScopes:    make(map[string]*resQueue),
 		secrets:      make(map[string][]byte),
 		closed:       make(chan struct{}),
 	}
@@ -194,7 +196,7 @@ type entry struct {
 
 type reservation struct {
 	r    eventstore.Reservation
-	item *resItem // in resExpires
+	item *resItem // in the queue of r.Scope
 }
 
 // Create implements eventstore.Store. The execution becomes visible, leased and indexed,
@@ -529,8 +531,10 @@ func (s *Store) block(ctx context.Context, e *execution, ready func() (bool, err
 	}
 }
 
-// Reserve implements eventstore.Store.
-func (s *Store) Reserve(_ context.Context, key string, r eventstore.Reservation, ttl time.Duration) (eventstore.Reservation, bool, error) {
+// Reserve implements eventstore.Store. The scope's expired reservations are removed
+// first, so that its count, the length of its queue, is exact whatever the sweep
+// interval.
+func (s *Store) Reserve(_ context.Context, key string, r eventstore.Reservation, ttl time.Duration, limit int) (eventstore.Reservation, bool, error) {
 	if key == "" || ttl <= 0 {
 		return eventstore.Reservation{}, false, fmt.Errorf("reserve: empty key or ttl %v: %w", ttl, eventstore.ErrInvalid)
 	}
@@ -546,13 +550,22 @@ func (s *Store) Reserve(_ context.Context, key string, r eventstore.Reservation,
 			mine := cur.r.ExecutionID == r.ExecutionID && cur.r.Fingerprint == r.Fingerprint
 			return copyReservation(cur.r), mine, nil
 		}
-		// Expired, and the sweep has not reached it yet: it counts as absent, so expiry
-		// is exact whatever the sweep interval.
+		// Expired, and the sweep has not reached it yet: it counts as absent.
 		s.unreserve(key, cur)
 	}
-	stored := reservation{r: copyReservation(r), item: s.resExpires.add(key, now.Add(ttl))}
+	q := s.resScopes[r.Scope]
+	if q == nil {
+		q = new(resQueue)
+	} else {
+		s.expire(r.Scope, q, now)
+		if limit > 0 && q.Len() >= limit {
+			return eventstore.Reservation{}, false, &eventstore.ReservationLimitError{Limit: limit, RetryAfter: (*q)[0].expires.Sub(now)}
+		}
+	}
+	stored := reservation{r: copyReservation(r), item: q.add(key, now.Add(ttl))}
 	stored.r.Created = false // only Create marks it
 	s.reservations[key] = stored
+	s.resScopes[r.Scope] = q
 	return copyReservation(stored.r), true, nil
 }
 
@@ -571,8 +584,23 @@ func (s *Store) Release(_ context.Context, key, executionID string) error {
 
 // unreserve forgets the reservation cur stored under key. Called with s.resMu held.
 func (s *Store) unreserve(key string, cur reservation) {
-	s.resExpires.remove(cur.item)
+	q := s.resScopes[cur.r.Scope]
+	q.remove(cur.item)
+	if q.Len() == 0 {
+		delete(s.resScopes, cur.r.Scope)
+	}
 	delete(s.reservations, key)
+}
+
+// expire forgets the reservations of scope, whose queue is q, that expired at or
+// before now. Called with s.resMu held.
+func (s *Store) expire(scope string, q *resQueue, now time.Time) {
+	for _, key := range q.due(now) {
+		delete(s.reservations, key)
+	}
+	if q.Len() == 0 {
+		delete(s.resScopes, scope)
+	}
 }
 
 // Secret implements eventstore.Store.
@@ -736,9 +764,11 @@ func (s *Store) Sweep() {
 		s.mu.Unlock()
 	}
 
+	// A sweep visits every scope, a caller principal each: there are few of them, and
+	// in each it costs only what it removes.
 	s.resMu.Lock()
-	for _, key := range s.resExpires.due(now) {
-		delete(s.reservations, key) // the queue holds exactly the stored reservations
+	for scope, q := range s.resScopes {
+		s.expire(scope, q, now)
 	}
 	s.resMu.Unlock()
 }

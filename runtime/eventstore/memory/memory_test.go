@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -122,6 +123,43 @@ func BenchmarkRetainedExecution(b *testing.B) {
 		s.Close()
 	}
 	b.ReportMetric(perExecution, "B/execution")
+}
+
+// BenchmarkRetainedReservation measures the heap held per idempotency reservation at
+// the longest key (255 characters, in the scope of a service account) with a 202 body of
+// 600 bytes, its signed links included: what --max-reservations-per-principal bounds
+// per caller. As in a submission, every string is the reservation's own.
+func BenchmarkRetainedReservation(b *testing.B) {
+	const reservations = 10_000
+	ctx := context.Background()
+	principal := "system:serviceaccount:team-a:batch-runner"
+	var perReservation float64
+	for b.Loop() {
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		s := memory.New(memory.WithSweepInterval(0))
+		for i := range reservations {
+			scope := "principal:" + principal
+			id := fmt.Sprintf("exe_%036d", i)
+			r := eventstore.Reservation{
+				Scope:       scope,
+				Fingerprint: fmt.Sprintf("%064x", i),
+				ExecutionID: id,
+				Response:    json.RawMessage(strings.Repeat("x", 600)),
+				CreatedAt:   time.Now(),
+			}
+			if _, _, err := s.Reserve(ctx, fmt.Sprintf("%s %0255d", scope, i), r, 24*time.Hour, 0); err != nil {
+				b.Fatal(err)
+			}
+		}
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		perReservation = float64(after.HeapAlloc-before.HeapAlloc) / reservations
+		runtime.KeepAlive(s)
+		s.Close()
+	}
+	b.ReportMetric(perReservation, "B/reservation")
 }
 
 func BenchmarkStatusAndResult(b *testing.B) {

@@ -12,10 +12,12 @@ type resItem struct {
 	pos     int // position in the heap, kept up to date by Swap
 }
 
-// resQueue is a min-heap of stored reservations by expiry. Each reservation holds its
-// item, so that Release takes it out in O(log n) without searching: a released key
-// costs nothing from then on, not its place in the queue until its ttl would have ended
-// (a refused submission reserves and releases one; spec/http-api.md, "Idempotency").
+// resQueue is the reservations of one scope, in a min-heap by expiry: its length is
+// their count, which Reserve's limit bounds, and its first item tells when the next one
+// expires. Each reservation holds its item, so that Release takes it out in O(log n)
+// without searching: a released key costs nothing from then on, not its place in the
+// queue until its ttl would have ended (a refused submission reserves and releases one;
+// spec/http-api.md, "Idempotency").
 type resQueue []*resItem
 
 func (q resQueue) Len() int           { return len(q) }

@@ -19,19 +19,26 @@ func TestReservationQueueHoldsOnlyStored(t *testing.T) {
 		t.Helper()
 		s.resMu.Lock()
 		defer s.resMu.Unlock()
-		if len(s.reservations) != want || s.resExpires.Len() != want {
+		queued := 0
+		for _, q := range s.resScopes {
+			queued += q.Len()
+		}
+		if len(s.reservations) != want || queued != want {
 			t.Errorf("%s: %d reservations and %d queued, want %d and %d",
-				when, len(s.reservations), s.resExpires.Len(), want, want)
+				when, len(s.reservations), queued, want, want)
+		}
+		if want == 0 && len(s.resScopes) != 0 {
+			t.Errorf("%s: %d scopes left without reservations", when, len(s.resScopes))
 		}
 	}
 	for _, id := range []string{"exe_first", "exe_second"} {
-		if _, reserved, err := s.Reserve(ctx, "k", eventstore.Reservation{ExecutionID: id}, time.Minute); err != nil || !reserved {
+		if _, reserved, err := s.Reserve(ctx, "k", eventstore.Reservation{ExecutionID: id}, time.Minute, 0); err != nil || !reserved {
 			t.Fatalf("Reserve for %s: reserved %v, %v", id, reserved, err)
 		}
 		check("after Reserve for "+id, 1)
 		now = now.Add(2 * time.Minute) // expired, not swept
 	}
-	if _, reserved, err := s.Reserve(ctx, "k2", eventstore.Reservation{ExecutionID: "exe_third"}, time.Hour); err != nil || !reserved {
+	if _, reserved, err := s.Reserve(ctx, "k2", eventstore.Reservation{ExecutionID: "exe_third"}, time.Hour, 0); err != nil || !reserved {
 		t.Fatalf("Reserve k2: reserved %v, %v", reserved, err)
 	}
 	s.Sweep()

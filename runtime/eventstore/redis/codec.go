@@ -127,7 +127,7 @@ func toEvents(id string, entries []stored) ([]protocol.Event, error) {
 // Reservation and whether it is the caller's own.
 func decodeReservation(reply any) (eventstore.Reservation, bool, error) {
 	vals, ok := reply.([]any)
-	if !ok || len(vals) != 5 {
+	if !ok || len(vals) != 6 {
 		return eventstore.Reservation{}, false, fmt.Errorf("reservation: %w", errCorrupt)
 	}
 	mine, ok := vals[0].(int64)
@@ -145,5 +145,6 @@ func decodeReservation(reply any) (eventstore.Reservation, bool, error) {
 	if resp, ok := vals[4].(string); ok {
 		r.Response = []byte(resp)
 	}
+	r.Scope, _ = vals[5].(string)
 	return r, mine == 1, nil
 }

@@ -33,7 +33,7 @@ func TestLeaseScriptsSurviveReplay(t *testing.T) {
 	peer := openPeer(t, prefix) // no replays
 
 	r := eventstore.Reservation{Fingerprint: "sha256:abc", ExecutionID: "exe_leased", CreatedAt: at(0)}
-	if _, _, err := peer.Reserve(ctx, "k1", r, time.Hour); err != nil {
+	if _, _, err := peer.Reserve(ctx, "k1", r, time.Hour, 0); err != nil {
 		t.Fatal(err)
 	}
 	rec := eventstore.Record{ID: "exe_leased", CreatedAt: at(0), IdempotencyKey: "k1"}
@@ -41,7 +41,7 @@ func TestLeaseScriptsSurviveReplay(t *testing.T) {
 	if err != nil || lease.Owner != "replica-a" || lease.Fence != eventstore.FirstFence {
 		t.Fatalf("Create leased, replayed: %+v, %v; want replica-a's lease with fence 1", lease, err)
 	}
-	if existing, _, err := peer.Reserve(ctx, "k1", r, time.Hour); err != nil || !existing.Created {
+	if existing, _, err := peer.Reserve(ctx, "k1", r, time.Hour, 0); err != nil || !existing.Created {
 		t.Errorf("Reserve after a replayed Create: %+v, %v; want it Created", existing, err)
 	}
 	time.Sleep(150 * time.Millisecond)

@@ -9,8 +9,12 @@ import (
 // Every operation that reads state and then writes depending on it is one Lua script, so
 // it is atomic against every other replica without WATCH/MULTI retries. All keys a
 // script touches carry the execution's hash tag (or are a single key), so the scripts
-// also run on Redis Cluster. go-redis runs them with EVALSHA and falls back to EVAL
-// (which caches them again) after a restart of Redis has dropped the script cache.
+// also run on Redis Cluster — except the two of reservations, which touch a reservation
+// and its scope's index in two slots: the count must change in the same step as what it
+// counts, and reservations keep the key names that replicas of the previous version
+// read during a rolling update (Redis Cluster is not supported: spec/redis.md). go-redis
+// runs them with EVALSHA and falls back to EVAL (which caches them again) after a
+// restart of Redis has dropped the script cache.
 //
 // Leases live in the meta hash (lease_owner, lease_fence, lease_expires) and every
 // lease check is made in the script that writes: a fence that is not lease_fence (a
@@ -402,38 +406,65 @@ return 0
 // otherwise: one step, so every caller racing for a key sees the same winner. An expired
 // key counts as absent even before Redis reclaims it.
 //
-// KEYS: reservation. ARGV: ttl in ms, fingerprint, execution id, created_at, [response].
-// Returns 1 if stored, else whether the existing reservation is this one (1 or 0), its
-// fingerprint, execution id, created_at and response (nil when the stored response was
-// nil). An existing reservation with the same fingerprint and execution id is this call's
-// own, stored by an earlier run of it: it counts as reserved, and its
-// ttl is left as the first run set it.
-var reserveScript = goredis.NewScript(`
+// The scope's index is a sorted set of the scope's reservations scored by their expiry
+// in ms on the Redis clock, which the reservation's own PEXPIRE runs on too: its members
+// after the expired ones are removed are the scope's count, in the same step as the
+// reservation is stored, whichever replica reserves. A member is the SHA-1 of the
+// reservation's key, 40 bytes where the key may take 300. The index expires with its
+// latest member, so a scope that reserves no more leaves nothing behind.
+//
+// KEYS: reservation, the scope's index. ARGV: ttl in ms, fingerprint, execution id,
+// created_at, scope, limit (0: none), [response].
+// Returns 1 if stored; {-1, ms} if the scope holds limit reservations, the earliest of
+// which expires in ms; else whether the existing reservation is this one (1 or 0), its
+// fingerprint, execution id, created_at, response (nil when the stored response was
+// nil) and scope (nil for a reservation of an earlier version, which stored none). An
+// existing reservation with the same fingerprint and execution id is this call's own,
+// stored by an earlier run of it: it counts as reserved, and its ttl is left as the
+// first run set it.
+var reserveScript = goredis.NewScript(nowMS + `
 if redis.call('EXISTS', KEYS[1]) == 1 then
-  local cur = redis.call('HMGET', KEYS[1], 'fingerprint', 'execution_id', 'created_at', 'response')
+  local cur = redis.call('HMGET', KEYS[1], 'fingerprint', 'execution_id', 'created_at', 'response', 'scope')
   local mine = 0
   if cur[1] == ARGV[2] and cur[2] == ARGV[3] then
     mine = 1
   end
-  return {mine, cur[1], cur[2], cur[3], cur[4]}
+  return {mine, cur[1], cur[2], cur[3], cur[4], cur[5]}
 end
-redis.call('HSET', KEYS[1], 'fingerprint', ARGV[2], 'execution_id', ARGV[3], 'created_at', ARGV[4])
-if #ARGV >= 5 then
-  redis.call('HSET', KEYS[1], 'response', ARGV[5])
+local now = now_ms()
+local ttl = tonumber(ARGV[1])
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', ms(now))
+local limit = tonumber(ARGV[6])
+if limit > 0 and redis.call('ZCARD', KEYS[2]) >= limit then
+  local first = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
+  return {-1, tonumber(first[2]) - now}
 end
-redis.call('PEXPIRE', KEYS[1], ARGV[1])
+redis.call('HSET', KEYS[1], 'fingerprint', ARGV[2], 'execution_id', ARGV[3], 'created_at', ARGV[4], 'scope', ARGV[5])
+if #ARGV >= 7 then
+  redis.call('HSET', KEYS[1], 'response', ARGV[7])
+end
+redis.call('PEXPIRE', KEYS[1], ttl)
+redis.call('ZADD', KEYS[2], ms(now + ttl), redis.sha1hex(KEYS[1]))
+if redis.call('PTTL', KEYS[2]) < ttl then
+  redis.call('PEXPIRE', KEYS[2], ttl)
+end
 return 1
 `)
 
 // releaseScript deletes a reservation only if it still names the execution: a compare
-// and delete, so a late Release cannot remove a newer owner's reservation.
+// and delete, so a late Release cannot remove a newer owner's reservation. It takes the
+// reservation out of its scope's index in the same step.
 //
-// KEYS: reservation. ARGV: execution id. Returns the number of keys deleted.
+// KEYS: reservation, [the index of the scope it was stored with]. ARGV: execution id.
+// Returns the number of keys deleted.
 var releaseScript = goredis.NewScript(`
-if redis.call('HGET', KEYS[1], 'execution_id') == ARGV[1] then
-  return redis.call('DEL', KEYS[1])
+if redis.call('HGET', KEYS[1], 'execution_id') ~= ARGV[1] then
+  return 0
 end
-return 0
+if #KEYS >= 2 then
+  redis.call('ZREM', KEYS[2], redis.sha1hex(KEYS[1]))
+end
+return redis.call('DEL', KEYS[1])
 `)
 
 // acquireScript takes the lease of an execution unless an unexpired lease is held on

@@ -28,6 +28,10 @@
 //	<prefix>{<id>}:created    string: the idempotency key the execution was created
 //	                          for, expiring with that reservation (see Create)
 //	<prefix>idem:<key>        hash: an idempotency reservation, expiring with its ttl
+//	<prefix>idem-scope:<scope>
+//	                          sorted set: the reservations of one scope (the SHA-1 of
+//	                          their keys) scored by expiry in ms, which counts them
+//	                          (see reserveScript)
 //	<prefix>leases            sorted set: the orphan index, execution ids scored by
 //	                          lease expiry in ms (see leases.go)
 //
@@ -292,6 +296,7 @@ func (s *Store) leasesKey() string              { return s.prefix + "leases" }
 func (s *Store) wakeChannel(id string) string   { return s.prefix + "{" + id + "}:wake" }
 func (s *Store) cancelChannel(id string) string { return s.prefix + "{" + id + "}:cancel" }
 func (s *Store) reservationKey(k string) string { return s.prefix + "idem:" + k }
+func (s *Store) scopeKey(scope string) string   { return s.prefix + "idem-scope:" + scope }
 func (s *Store) secretKey(name string) string   { return s.prefix + "secret:" + name }
 
 // Create implements eventstore.Store.
@@ -832,18 +837,19 @@ func (s *Store) backoff(ctx context.Context, failures int) error {
 }
 
 // Reserve implements eventstore.Store.
-func (s *Store) Reserve(ctx context.Context, key string, r eventstore.Reservation, ttl time.Duration) (eventstore.Reservation, bool, error) {
+func (s *Store) Reserve(ctx context.Context, key string, r eventstore.Reservation, ttl time.Duration, limit int) (eventstore.Reservation, bool, error) {
 	if key == "" || ttl <= 0 {
 		return eventstore.Reservation{}, false, fmt.Errorf("reserve: empty key or ttl %v: %w", ttl, eventstore.ErrInvalid)
 	}
 	if s.isClosed.Load() {
 		return eventstore.Reservation{}, false, eventstore.ErrClosed
 	}
-	args := []any{millis(ttl), r.Fingerprint, r.ExecutionID, formatTime(r.CreatedAt)}
+	args := []any{millis(ttl), r.Fingerprint, r.ExecutionID, formatTime(r.CreatedAt), r.Scope, max(limit, 0)}
 	if r.Response != nil {
 		args = append(args, []byte(r.Response))
 	}
-	reply, err := reserveScript.Run(ctx, s.client, []string{s.reservationKey(key)}, args...).Result()
+	keys := []string{s.reservationKey(key), s.scopeKey(r.Scope)}
+	reply, err := reserveScript.Run(ctx, s.client, keys, args...).Result()
 	if err != nil {
 		return eventstore.Reservation{}, false, s.fail(err, "reserve %s", key)
 	}
@@ -851,6 +857,10 @@ func (s *Store) Reserve(ctx context.Context, key string, r eventstore.Reservatio
 		r.Response = bytes.Clone(r.Response)
 		r.Created = false // only Create marks it
 		return r, true, nil
+	}
+	if vals, ok := reply.([]any); ok && len(vals) == 2 && vals[0] == int64(-1) {
+		wait, _ := vals[1].(int64)
+		return eventstore.Reservation{}, false, &eventstore.ReservationLimitError{Limit: limit, RetryAfter: time.Duration(wait) * time.Millisecond}
 	}
 	existing, mine, err := decodeReservation(reply)
 	if err != nil {
@@ -874,12 +884,26 @@ func (s *Store) reservationCreated(ctx context.Context, key, id string) (bool, e
 	return created == key, err
 }
 
-// Release implements eventstore.Store.
+// Release implements eventstore.Store. It reads the scope the reservation was stored
+// with first, to name the scope's index among the script's keys. A reservation never
+// changes once made, so the script finds the same one, or none, or another request's,
+// which it leaves alone.
 func (s *Store) Release(ctx context.Context, key, executionID string) error {
 	if s.isClosed.Load() {
 		return eventstore.ErrClosed
 	}
-	if err := releaseScript.Run(ctx, s.client, []string{s.reservationKey(key)}, executionID).Err(); err != nil {
+	keys := []string{s.reservationKey(key)}
+	cur, err := s.client.HMGet(ctx, keys[0], "execution_id", "scope").Result()
+	if err != nil {
+		return s.fail(err, "release %s", key)
+	}
+	if id, _ := cur[0].(string); id != executionID {
+		return nil // missing or foreign
+	}
+	if scope, ok := cur[1].(string); ok {
+		keys = append(keys, s.scopeKey(scope))
+	}
+	if err := releaseScript.Run(ctx, s.client, keys, executionID).Err(); err != nil {
 		return s.fail(err, "release %s", key)
 	}
 	return nil

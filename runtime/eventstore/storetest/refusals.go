@@ -35,7 +35,8 @@ const refusalWorkers = 8
 // cfg.Cycles times, as submissions that the engine refuses do (spec/http-api.md,
 // "Idempotency": rejected requests are not remembered), and fails unless what the store
 // retains stayed flat: a released reservation must cost nothing until its ttl, which
-// here is a day.
+// here is a day. The keys share one scope whose limit is the number of concurrent
+// cycles, so a release that did not leave the scope's count fails the next Reserve.
 func CheckRefusals(t *testing.T, cfg RefusalConfig) {
 	t.Helper()
 	if cfg.Cycles <= 0 {
@@ -47,7 +48,7 @@ func CheckRefusals(t *testing.T, cfg RefusalConfig) {
 		for w := range refusalWorkers {
 			wg.Go(func() {
 				for i := from + w; i < to && !t.Failed(); i += refusalWorkers {
-					refuse(t, cfg.Store, fmt.Sprintf("%s-%0*d", run, refusalKeyBytes-len(run)-1, i), i)
+					refuse(t, cfg.Store, "principal:"+run, fmt.Sprintf("%s-%0*d", run, refusalKeyBytes-len(run)-1, i), i)
 				}
 			})
 		}
@@ -68,11 +69,12 @@ func CheckRefusals(t *testing.T, cfg RefusalConfig) {
 	}
 }
 
-// refuse reserves key for a new execution and releases it, as a refused submission does.
-func refuse(t *testing.T, s eventstore.Store, key string, i int) {
+// refuse reserves key in scope for a new execution and releases it, as a refused
+// submission does.
+func refuse(t *testing.T, s eventstore.Store, scope, key string, i int) {
 	ctx := t.Context()
-	r := reservation(fmt.Sprintf("exe_refused_%d", i))
-	if _, reserved, err := s.Reserve(ctx, key, r, 24*time.Hour); err != nil || !reserved {
+	r := scoped(scope, fmt.Sprintf("exe_refused_%d", i))
+	if _, reserved, err := s.Reserve(ctx, key, r, 24*time.Hour, refusalWorkers); err != nil || !reserved {
 		t.Errorf("Reserve %d: reserved %v, %v", i, reserved, err)
 		return
 	}

@@ -55,6 +55,8 @@ var tests = []struct {
 	{"ReserveIsAtomic", testReserveIsAtomic},
 	{"ReleaseThenReserve", testReleaseThenReserve},
 	{"ReservationExpires", testReservationExpires},
+	{"ReservationLimit", testReservationLimit},
+	{"RacingReservationLimit", testRacingReservationLimit},
 	{"CancelWakesWaiters", testCancelWakesWaiters},
 	{"CancelAfterTerminal", testCancelAfterTerminal},
 	{"ConcurrentTail", testConcurrentTail},
@@ -158,11 +160,11 @@ func testInvalidArguments(t *testing.T, h Harness) {
 		t.Errorf("rejected appends stored events: LastSequence %d", st.LastSequence)
 	}
 	r := reservation(id)
-	if _, _, err := s.Reserve(ctx, "", r, h.Retention); !errors.Is(err, eventstore.ErrInvalid) {
+	if _, _, err := s.Reserve(ctx, "", r, h.Retention, 0); !errors.Is(err, eventstore.ErrInvalid) {
 		t.Errorf("Reserve with empty key: got %v, want ErrInvalid", err)
 	}
 	for _, ttl := range []time.Duration{0, -time.Second} {
-		if _, _, err := s.Reserve(ctx, key(t), r, ttl); !errors.Is(err, eventstore.ErrInvalid) {
+		if _, _, err := s.Reserve(ctx, key(t), r, ttl, 0); !errors.Is(err, eventstore.ErrInvalid) {
 			t.Errorf("Reserve with ttl %v: got %v, want ErrInvalid", ttl, err)
 		}
 	}
@@ -574,7 +576,7 @@ func testReserveIsAtomic(t *testing.T, h Harness) {
 			<-ready
 			r := reservation(fmt.Sprintf("exe_candidate_%d", i))
 			o := &outcomes[i]
-			o.r, o.reserved, o.err = s.Reserve(ctx, k, r, h.Retention)
+			o.r, o.reserved, o.err = s.Reserve(ctx, k, r, h.Retention, 0)
 		})
 	}
 	close(ready)
@@ -634,6 +636,92 @@ func testReservationExpires(t *testing.T, h Harness) {
 	h.Advance(h.Retention)
 	reserve(t, h.Peer, k, second, h.Retention, true, second)
 	reserve(t, h.Store, k, first, h.Retention, false, second)
+}
+
+// testReservationLimit: Reserve counts a scope's unexpired reservations on every handle
+// and refuses one over its limit without storing it; releases and expiry make room at
+// once, and neither another scope nor a key stored already is limited.
+func testReservationLimit(t *testing.T, h Harness) {
+	ctx := t.Context()
+	const limit = 3
+	scope, other := "principal:alice", "principal:bob"
+	keys := make([]string, limit)
+	for i := range keys {
+		keys[i] = key(t)
+		r := scoped(scope, fmt.Sprintf("exe_kept_%d", i))
+		reserveLimited(t, []eventstore.Store{h.Store, h.Peer}[i%2], keys[i], r, h.Retention, limit, r)
+	}
+	over := key(t)
+	checkLimited(t, h.Peer, over, scoped(scope, "exe_over"), h.Retention, limit)
+	// Nothing was stored: without a limit the key is free (and is then counted).
+	unlimited := scoped(scope, "exe_unlimited")
+	reserveLimited(t, h.Store, over, unlimited, h.Retention, 0, unlimited)
+	checkLimited(t, h.Store, key(t), scoped(scope, "exe_over"), h.Retention, limit+1)
+	release(t, h.Peer, over, unlimited.ExecutionID)
+
+	// A key stored already answers whatever the limit: another request's reservation,
+	// and a repeat of the caller's own Reserve.
+	kept := scoped(scope, "exe_kept_0")
+	got, reserved, err := h.Peer.Reserve(ctx, keys[0], scoped(scope, "exe_replay"), h.Retention, limit)
+	if err != nil || reserved {
+		t.Errorf("Reserve of a stored key at the limit: reserved %v, %v; want the stored reservation", reserved, err)
+	} else if diff := cmp.Diff(kept, got); diff != "" {
+		t.Errorf("Reserve of a stored key at the limit (-want +got):\n%s", diff)
+	}
+	reserveLimited(t, h.Store, keys[0], kept, h.Retention, limit, kept)
+	// Another scope has its own count.
+	elsewhere := scoped(other, "exe_elsewhere")
+	reserveLimited(t, h.Peer, key(t), elsewhere, h.Retention, limit, elsewhere)
+
+	// A release naming another execution makes no room; the owner's does.
+	release(t, h.Store, keys[1], "exe_foreign")
+	checkLimited(t, h.Store, over, scoped(scope, "exe_over"), h.Retention, limit)
+	release(t, h.Store, keys[1], "exe_kept_1")
+	next := scoped(scope, "exe_next")
+	reserveLimited(t, h.Peer, over, next, h.Retention, limit, next)
+
+	// Expiry makes room too, and the store says when it will.
+	h.Advance(h.Retention / 2)
+	if wait := checkLimited(t, h.Peer, key(t), scoped(scope, "exe_over"), h.Retention, limit); wait > h.Retention/2 {
+		t.Errorf("RetryAfter %v, half the ttl after the earliest reservation: want at most %v", wait, h.Retention/2)
+	}
+	h.Advance(h.Retention)
+	for i := range limit {
+		r := scoped(scope, fmt.Sprintf("exe_after_expiry_%d", i))
+		reserveLimited(t, h.Store, key(t), r, h.Retention, limit, r)
+	}
+	checkLimited(t, h.Peer, key(t), scoped(scope, "exe_over"), h.Retention, limit)
+}
+
+// testRacingReservationLimit: of many Reserves racing on both handles for new keys of
+// one scope, exactly the limit succeed.
+func testRacingReservationLimit(t *testing.T, h Harness) {
+	const limit, racers = 5, 32
+	scope := "principal:alice"
+	var stored, refused atomic.Int32
+	ready := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range racers {
+		s := []eventstore.Store{h.Store, h.Peer}[i%2]
+		wg.Go(func() {
+			<-ready
+			_, reserved, err := s.Reserve(t.Context(), key(t), scoped(scope, fmt.Sprintf("exe_racer_%d", i)), h.Retention, limit)
+			_, full := errors.AsType[*eventstore.ReservationLimitError](err)
+			switch {
+			case err == nil && reserved:
+				stored.Add(1)
+			case full:
+				refused.Add(1)
+			default:
+				t.Errorf("Reserve %d: reserved %v, %v", i, reserved, err)
+			}
+		})
+	}
+	close(ready)
+	wg.Wait()
+	if stored.Load() != limit || refused.Load() != racers-limit {
+		t.Errorf("%d racing Reserves with limit %d: %d stored, %d refused", racers, limit, stored.Load(), refused.Load())
+	}
 }
 
 func testCancelWakesWaiters(t *testing.T, h Harness) {
@@ -834,13 +922,13 @@ func testCopies(t *testing.T, h Harness) {
 	k := key(t)
 	r := reservation(id)
 	wantResponse := string(r.Response)
-	stored, _, err := h.Store.Reserve(ctx, k, r, h.Retention)
+	stored, _, err := h.Store.Reserve(ctx, k, r, h.Retention, 0)
 	if err != nil {
 		t.Fatalf("Reserve: %v", err)
 	}
 	r.Response[0] = 'X'
 	stored.Response[1] = 'X'
-	existing, reserved, err := h.Store.Reserve(ctx, k, reservation("exe_other"), h.Retention)
+	existing, reserved, err := h.Store.Reserve(ctx, k, reservation("exe_other"), h.Retention, 0)
 	if err != nil || reserved {
 		t.Fatalf("Reserve again: reserved %v, err %v", reserved, err)
 	}
@@ -933,10 +1021,51 @@ func reservation(executionID string) eventstore.Reservation {
 	}
 }
 
+// scoped is reservation(executionID) in scope.
+func scoped(scope, executionID string) eventstore.Reservation {
+	r := reservation(executionID)
+	r.Scope = scope
+	return r
+}
+
+// reserveLimited calls Reserve with limit and requires it to store r, returning want.
+func reserveLimited(t *testing.T, s eventstore.Store, k string, r eventstore.Reservation, ttl time.Duration, limit int, want eventstore.Reservation) {
+	t.Helper()
+	got, reserved, err := s.Reserve(t.Context(), k, r, ttl, limit)
+	if err != nil || !reserved {
+		t.Fatalf("Reserve(%s) with limit %d: reserved %v, %v; want it stored", r.ExecutionID, limit, reserved, err)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("Reserve(%s) (-want +got):\n%s", r.ExecutionID, diff)
+	}
+}
+
+// checkLimited requires Reserve with limit to refuse r, and returns its RetryAfter.
+func checkLimited(t *testing.T, s eventstore.Store, k string, r eventstore.Reservation, ttl time.Duration, limit int) time.Duration {
+	t.Helper()
+	_, reserved, err := s.Reserve(t.Context(), k, r, ttl, limit)
+	full, ok := errors.AsType[*eventstore.ReservationLimitError](err)
+	if !ok {
+		t.Fatalf("Reserve(%s) over limit %d: reserved %v, %v; want a *ReservationLimitError", r.ExecutionID, limit, reserved, err)
+	}
+	if full.Limit != limit || full.RetryAfter <= 0 || full.RetryAfter > ttl {
+		t.Errorf("Reserve(%s) over limit %d: %v; want the limit and a RetryAfter within the ttl %v", r.ExecutionID, limit, full, ttl)
+	}
+	return full.RetryAfter
+}
+
+// release calls Release and requires it to succeed.
+func release(t *testing.T, s eventstore.Store, k, executionID string) {
+	t.Helper()
+	if err := s.Release(t.Context(), k, executionID); err != nil {
+		t.Fatalf("Release(%s): %v", executionID, err)
+	}
+}
+
 // reserve calls Reserve and checks its outcome.
 func reserve(t *testing.T, s eventstore.Store, k string, r eventstore.Reservation, ttl time.Duration, wantReserved bool, want eventstore.Reservation) {
 	t.Helper()
-	got, reserved, err := s.Reserve(t.Context(), k, r, ttl)
+	got, reserved, err := s.Reserve(t.Context(), k, r, ttl, 0)
 	if err != nil {
 		t.Fatalf("Reserve(%s): %v", r.ExecutionID, err)
 	}
