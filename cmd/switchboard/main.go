@@ -76,6 +76,7 @@ type options struct {
 	maxEvents       int
 	maxOutputBytes  int64
 	idempotencyTTL  time.Duration
+	maxReservations int
 	sseKeepAlive    time.Duration
 	sseWriteTimeout time.Duration
 	cleanupGrace    time.Duration
@@ -116,6 +117,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&o.maxEvents, "max-events-per-execution", engine.DefaultMaxEvents, "Events one execution may record, its terminal event included; past it the execution fails with output_too_large.")
 	fs.Int64Var(&o.maxOutputBytes, "max-output-bytes", engine.DefaultMaxOutputBytes, "Materialized output (text, tool arguments, result) one execution may record; past it the execution fails with output_too_large.")
 	fs.DurationVar(&o.idempotencyTTL, "idempotency-ttl", httpapi.DefaultIdempotencyTTL, "How long an Idempotency-Key is remembered (at least 24h).")
+	fs.IntVar(&o.maxReservations, "max-reservations-per-principal", httpapi.DefaultMaxReservationsPerPrincipal, "Idempotency-Keys one caller (with --auth=none: all callers together) may have remembered at once, counted by the EventStore for all replicas; a new key beyond it is refused with rate_limited until the caller's earliest key expires. A key at the longest (255 characters, a 600-byte 202 body) costs about 1.4 KB of the memory store (1.8 KB of Redis), so the default bounds one caller to about 14 MB (18 MB): a new key every 8.6 s sustained over the default --idempotency-ttl of 24h. 0: no limit.")
 	fs.DurationVar(&o.sseKeepAlive, "sse-keepalive", httpapi.DefaultSSEKeepAlive, "Idle time after which an event stream gets a keep-alive comment.")
 	fs.DurationVar(&o.sseWriteTimeout, "sse-write-timeout", httpapi.DefaultSSEWriteTimeout, "Deadline of each event-stream write; a stalled reader is dropped.")
 	fs.DurationVar(&o.cleanupGrace, "cleanup-grace", 10*time.Second, "Longest wait for an adapter's remote cleanup after cancellation or deadline.")
@@ -177,7 +179,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	if o.maxRequestBytes <= 0 || o.maxConcurrent <= 0 || o.cleanupGrace <= 0 || o.retention < 0 ||
 		o.sseKeepAlive <= 0 || o.sseWriteTimeout <= 0 || o.readTimeout <= 0 || o.idleTimeout <= 0 ||
 		o.maxOutputBytes <= 0 || o.executionLease <= 0 || o.shutdownGrace < 0 || o.redisWait < 0 ||
-		o.tokenTTL <= 0 || o.maxPerPrincipal < 0 {
+		o.tokenTTL <= 0 || o.maxPerPrincipal < 0 || o.maxReservations < 0 {
 		return nil, errors.New("sizes, counts and durations must be positive")
 	}
 	return o, nil
@@ -301,6 +303,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		Store:           store,
 		MaxRequestBytes: o.maxRequestBytes,
 		IdempotencyTTL:  o.idempotencyTTL,
+		MaxReservations: o.maxReservations,
 		SSEKeepAlive:    o.sseKeepAlive,
 		SSEWriteTimeout: o.sseWriteTimeout,
 		ExecutionLease:  o.executionLease,

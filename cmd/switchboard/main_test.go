@@ -37,6 +37,9 @@ func TestFlagValidation(t *testing.T) {
 		"--auth=static":                 "needs --auth-tokens-file",
 		"--shutdown-grace=-1s":          "must be positive",
 		"stray":                         "unexpected arguments",
+
+		// 0 is no limit; only a negative count is refused.
+		"--max-reservations-per-principal=-1": "must be positive",
 	} {
 		_, err := parseFlags(strings.Fields(args), &strings.Builder{})
 		if err == nil || !strings.Contains(err.Error(), want) {
@@ -45,5 +48,8 @@ func TestFlagValidation(t *testing.T) {
 	}
 	if _, err := parseFlags(nil, &strings.Builder{}); err != nil {
 		t.Errorf("defaults rejected: %v", err)
+	}
+	if _, err := parseFlags([]string{"--max-reservations-per-principal=0"}, &strings.Builder{}); err != nil {
+		t.Errorf("no limit of reservations rejected: %v", err)
 	}
 }

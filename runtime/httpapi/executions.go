@@ -64,8 +64,10 @@ func (s *server) createExecution(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	storeKey := scopedKey(s.idempotencyScope(r), key)
+	scope := s.idempotencyScope(r)
+	storeKey := scopedKey(scope, key)
 	prev, replay, err := s.reserve(ctx, storeKey, eventstore.Reservation{
+		Scope:       scope,
 		Fingerprint: fingerprint,
 		ExecutionID: id,
 		Response:    resp,

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/switchboard-dev/switchboard/runtime/eventstore"
+	"github.com/switchboard-dev/switchboard/runtime/protocol"
 )
 
 const (
@@ -26,7 +27,21 @@ const (
 	// releaseTries bounds the reads releaseUnlessCreated makes to learn whether a
 	// failed submission created its execution after all.
 	releaseTries = 3
+	// minKeysRetryAfter is the least retry_after_ms of errTooManyKeys, so that a
+	// caller whose earliest key is about to expire does not retry in a busy loop.
+	minKeysRetryAfter = time.Second
 )
+
+// errTooManyKeys answers a submission with a new key from a caller whose scope holds
+// Config.MaxReservations unexpired reservations already (429, retryable). The store
+// says when the earliest of them expires: a retry finds room then, if no refused
+// submission of the caller's has made room before.
+func errTooManyKeys(full *eventstore.ReservationLimitError) *protocol.Error {
+	e := protocol.NewError(protocol.CodeRateLimited, "Idempotency-Key: too many of this caller's keys are remembered; retry later")
+	wait := max(full.RetryAfter, minKeysRetryAfter)
+	e.RetryAfterMs = int64((wait + time.Millisecond - 1) / time.Millisecond)
+	return e
+}
 
 // idempotencyKey returns the request's Idempotency-Key and whether there is one. The
 // header is either the raw key (abc) or an RFC 8941 sf-string ("abc", with \" and \\ as
@@ -113,7 +128,8 @@ func scopedKey(scope, key string) string { return scope + " " + key }
 // reserve claims key for mine, or finds the request that claimed it before. It returns
 // replay=false when mine is now stored (the caller creates the execution), and
 // replay=true with the earlier reservation when the same request was made before; a
-// different request with the same key is errKeyReused.
+// different request with the same key is errKeyReused. A new key beyond the caller's
+// limit of reservations is errTooManyKeys: the store counts them, in mine.Scope.
 //
 // A reservation naming mine's own execution is mine: an earlier try of this Reserve
 // stored it and its answer was lost. An earlier request's reservation is replayed once
@@ -137,7 +153,10 @@ func (s *server) reserve(ctx context.Context, key string, mine eventstore.Reserv
 		released  bool
 	)
 	for {
-		cur, reserved, err := s.store.Reserve(ctx, key, mine, s.idempotencyTTL, 0)
+		cur, reserved, err := s.store.Reserve(ctx, key, mine, s.idempotencyTTL, s.maxReservations)
+		if full, ok := errors.AsType[*eventstore.ReservationLimitError](err); ok {
+			return eventstore.Reservation{}, false, errTooManyKeys(full)
+		}
 		if err != nil {
 			return eventstore.Reservation{}, false, err
 		}

@@ -2,12 +2,17 @@ package httpapi_test
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/switchboard-dev/switchboard/runtime/client"
+	"github.com/switchboard-dev/switchboard/runtime/httpapi"
 	"github.com/switchboard-dev/switchboard/runtime/protocol"
 )
 
@@ -150,6 +155,65 @@ func TestIdempotencyRejectedNotRemembered(t *testing.T) {
 	r = e.do(t, http.MethodPost, "/v1/executions", chat("valid"), "Idempotency-Key", "k2")
 	if r.status != http.StatusAccepted || r.header.Get("Idempotent-Replayed") != "" {
 		t.Fatalf("after a 422: %d %s", r.status, r.body)
+	}
+}
+
+// TestIdempotencyKeyLimit: a caller whose unexpired keys reach
+// MaxReservations gets 429 rate_limited for a new one before anything is
+// created, told to retry when its earliest key expires; replays, submissions without a
+// key and other callers are not limited, and a refused submission's key does not count.
+func TestIdempotencyKeyLimit(t *testing.T) {
+	const limit = 3
+	e := newAuthEnv(t, withAPI(func(c *httpapi.Config) { c.MaxReservations = limit }))
+	chatBody := `{"ability":"chat","input":[{"type":"text","text":"hi"}]}`
+	var first accepted
+	for i := range limit {
+		acc := e.submitAs(t, aliceToken, "chat", "Idempotency-Key", fmt.Sprintf("alice-%d", i))
+		if i == 0 {
+			first = acc
+		}
+	}
+	creates, calls := e.store.creates.Load(), e.calls.Load()
+
+	a := e.call(t, http.MethodPost, "/v1/executions", aliceToken, chatBody, "Idempotency-Key", "alice-new")
+	if a.status != http.StatusTooManyRequests || a.code(t) != protocol.CodeRateLimited {
+		t.Fatalf("key %d of alice: %d %s, want 429 rate_limited", limit+1, a.status, a.body)
+	}
+	var body protocol.ErrorBody
+	if err := json.Unmarshal(a.body, &body); err != nil {
+		t.Fatal(err)
+	}
+	// The earliest key was made a moment ago with the default ttl of a day.
+	wait := time.Duration(body.Error.RetryAfterMs) * time.Millisecond
+	if !body.Error.Retryable || wait < httpapi.DefaultIdempotencyTTL-time.Minute || wait > httpapi.DefaultIdempotencyTTL {
+		t.Errorf("retryable %v, retry_after_ms %d: want retryable, in about %v", body.Error.Retryable, body.Error.RetryAfterMs, httpapi.DefaultIdempotencyTTL)
+	}
+	if got, want := a.header.Get("Retry-After"), strconv.FormatInt((body.Error.RetryAfterMs+999)/1000, 10); got != want {
+		t.Errorf("Retry-After %q, want %q", got, want)
+	}
+	if c, n := e.store.creates.Load(), e.calls.Load(); c != creates || n != calls {
+		t.Errorf("the refused submission created %d executions and called the adapter %d times", c-creates, n-calls)
+	}
+
+	if again := e.submitAs(t, aliceToken, "chat", "Idempotency-Key", "alice-0"); again.ID != first.ID {
+		t.Errorf("alice's replay at her limit gave %s, want %s", again.ID, first.ID)
+	}
+	e.submitAs(t, aliceToken, "chat") // without a key
+
+	// Bob counts his own keys, and those of his refused submissions are released.
+	e.submitAs(t, bobToken, "chat", "Idempotency-Key", "alice-new")
+	for i := range 2 * limit {
+		a := e.call(t, http.MethodPost, "/v1/executions", bobToken, `{"ability":"translate","input":[{"type":"text","text":"hi"}]}`,
+			"Idempotency-Key", fmt.Sprintf("bob-refused-%d", i))
+		if a.status != http.StatusUnprocessableEntity || a.code(t) != protocol.CodeUnsupportedCapability {
+			t.Fatalf("bob's refused submission %d: %d %s, want 422 unsupported_capability", i, a.status, a.body)
+		}
+	}
+	for i := 1; i < limit; i++ {
+		e.submitAs(t, bobToken, "chat", "Idempotency-Key", fmt.Sprintf("bob-%d", i))
+	}
+	if a := e.call(t, http.MethodPost, "/v1/executions", bobToken, chatBody, "Idempotency-Key", "bob-new"); a.status != http.StatusTooManyRequests {
+		t.Errorf("key %d of bob: %d %s, want 429", limit+1, a.status, a.body)
 	}
 }
 

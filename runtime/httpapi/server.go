@@ -33,6 +33,10 @@ const (
 	// DefaultIdempotencyTTL is how long an Idempotency-Key is remembered
 	// (--idempotency-ttl).
 	DefaultIdempotencyTTL = 24 * time.Hour
+	// DefaultMaxReservationsPerPrincipal bounds the remembered Idempotency-Keys of one
+	// caller (--max-reservations-per-principal): about 14 MB of the memory store at the
+	// longest keys (spec/http-api.md, "Idempotency").
+	DefaultMaxReservationsPerPrincipal = 10_000
 	// DefaultSSEKeepAlive is the idle time after which a stream gets a keep-alive
 	// comment (--sse-keepalive).
 	DefaultSSEKeepAlive = 15 * time.Second
@@ -53,6 +57,12 @@ type Config struct {
 	// IdempotencyTTL is how long an Idempotency-Key is remembered. Default
 	// DefaultIdempotencyTTL.
 	IdempotencyTTL time.Duration
+	// MaxReservations bounds the unexpired idempotency reservations of one idempotency
+	// scope (--max-reservations-per-principal): a caller principal's, or the runtime's
+	// when authentication is off. A submission with a new key beyond it gets 429
+	// rate_limited before anything is created. The store counts, so the bound holds for
+	// all replicas sharing it. 0 means no limit.
+	MaxReservations int
 	// SSEKeepAlive is the idle time after which an event stream gets a ": keep-alive"
 	// comment, so that proxies do not time the connection out. Default
 	// DefaultSSEKeepAlive.
@@ -92,6 +102,7 @@ type server struct {
 	announcer       eventstore.Announcer // store, when it is one; else nil
 	maxRequestBytes int64
 	idempotencyTTL  time.Duration
+	maxReservations int // Config.MaxReservations
 	keepAlive       time.Duration
 	writeTimeout    time.Duration
 	log             logr.Logger
@@ -131,6 +142,7 @@ func newServer(cfg Config) *server {
 		store:           cfg.Store,
 		maxRequestBytes: cfg.MaxRequestBytes,
 		idempotencyTTL:  cfg.IdempotencyTTL,
+		maxReservations: cfg.MaxReservations,
 		keepAlive:       cfg.SSEKeepAlive,
 		writeTimeout:    cfg.SSEWriteTimeout,
 		log:             cfg.Logger,
