@@ -66,7 +66,7 @@ func TestCheckFindsDrift(t *testing.T) {
 			},
 			want: []string{
 				"charts/switchboard/templates/rbac/generated/clusterrole-manager.yaml: differs from its source",
-				"charts/switchboard/templates/rbac/generated/role-manager-watch.yaml: differs from its source",
+				"charts/switchboard/templates/rbac/generated/role-manager-scoped.yaml: differs from its source",
 			},
 		},
 		{

@@ -16,7 +16,7 @@ import (
 //   - clusterrole-manager.yaml: without watchNamespaces every rule, bound cluster-wide;
 //     with it only the rules on cluster-scoped resources, which no Role can grant, each
 //     under a comment that says why the manager needs it;
-//   - role-manager-watch.yaml: with watchNamespaces, a Role in each watched namespace
+//   - role-manager-scoped.yaml: with watchNamespaces, a Role in each watched namespace
 //     holding the rules on namespaced resources.
 //
 // The manager's cache then lists and watches in the watched namespaces only, so nothing
@@ -80,7 +80,7 @@ func managerTemplates(src, comment string, obj rbacObject) (map[string][]byte, e
 	b.WriteString(`# The manager's permissions. Without watchNamespaces this ClusterRole holds all of them
 # and is bound cluster-wide. With watchNamespaces it keeps only the rules on
 # cluster-scoped resources, which a Role cannot grant; the others are granted in each
-# watched namespace by the Role <fullname>-manager-watch (role-manager-watch.yaml), so
+# watched namespace by the Role <fullname>-manager-scoped (role-manager-scoped.yaml), so
 # that no Secret can be read anywhere else.
 `)
 	fmt.Fprintf(&b, "apiVersion: %s\nkind: %s\nmetadata:\n", obj.APIVersion, obj.Kind)
@@ -115,13 +115,13 @@ func managerTemplates(src, comment string, obj rbacObject) (map[string][]byte, e
 # every namespace without watchNamespaces, in one watched namespace only.
 `)
 	r.WriteString("apiVersion: rbac.authorization.k8s.io/v1\nkind: Role\nmetadata:\n")
-	r.WriteString("  name: {{ include \"switchboard.fullname\" $ }}-manager-watch\n")
+	r.WriteString("  name: {{ include \"switchboard.fullname\" $ }}-manager-scoped\n")
 	r.WriteString("  namespace: {{ . }}\n")
 	r.WriteString(labels("$"))
 	r.WriteString("rules:\n")
 	r.Write(nsRules)
 	r.WriteString("{{- end }}\n{{- end }}\n")
-	files[name("role", "manager-watch")] = r.Bytes()
+	files[name("role", "manager-scoped")] = r.Bytes()
 	return files, nil
 }
 

@@ -399,13 +399,13 @@ func TestRBACMatchesConfig(t *testing.T) {
 			rendered := renderedRoles(t, objs)
 			var watched []string
 			for key, r := range rendered {
-				if strings.HasPrefix(key, "Role/") && r.Metadata.Name == DefaultRelease+"-manager-watch" {
+				if strings.HasPrefix(key, "Role/") && r.Metadata.Name == DefaultRelease+"-manager-scoped" {
 					watched = append(watched, r.Metadata.Namespace)
 				}
 			}
 			sort.Strings(watched)
 			if scoped := vf.name == "production"; scoped != (len(watched) > 0) {
-				t.Errorf("Roles %s-manager-watch in %q; want them exactly when watchNamespaces is set (the production values)", DefaultRelease, watched)
+				t.Errorf("Roles %s-manager-scoped in %q; want them exactly when watchNamespaces is set (the production values)", DefaultRelease, watched)
 			}
 			for _, c := range configRoles {
 				name := c.Kind + "/" + DefaultRelease + "-" + strings.TrimPrefix(c.Metadata.Name, "switchboard-")
@@ -421,9 +421,9 @@ func TestRBACMatchesConfig(t *testing.T) {
 				if c.Kind == "ClusterRole" && c.Metadata.Name == "switchboard-manager" && len(watched) > 0 {
 					// What the ClusterRole lost, each watched namespace's Role holds.
 					for _, ns := range watched {
-						role := rendered["Role/"+ns+"/"+DefaultRelease+"-manager-watch"]
+						role := rendered["Role/"+ns+"/"+DefaultRelease+"-manager-scoped"]
 						if diff := cmp.Diff(sortedRules(namespacedRules(c.Rules)), sortedRules(role.Rules)); diff != "" {
-							t.Errorf("Role %s-manager-watch in %s: rules differ from the namespaced rules of config/rbac (-config +chart):\n%s", DefaultRelease, ns, diff)
+							t.Errorf("Role %s-manager-scoped in %s: rules differ from the namespaced rules of config/rbac (-config +chart):\n%s", DefaultRelease, ns, diff)
 						}
 					}
 					got = append(slices.Clone(got), namespacedRules(c.Rules)...)
@@ -474,19 +474,19 @@ func TestWatchNamespaces(t *testing.T) {
 		}},
 		{name: "watchNamespaces", opts: set("watchNamespaces={ai,search}"), readable: []string{"ai", "search"}, bindings: []string{
 			"ClusterRoleBinding /switchboard-manager -> ClusterRole switchboard-manager",
-			"RoleBinding ai/switchboard-manager-watch -> Role switchboard-manager-watch",
-			"RoleBinding search/switchboard-manager-watch -> Role switchboard-manager-watch",
+			"RoleBinding ai/switchboard-manager-scoped -> Role switchboard-manager-scoped",
+			"RoleBinding search/switchboard-manager-scoped -> Role switchboard-manager-scoped",
 			"RoleBinding switchboard-system/switchboard-manager -> Role switchboard-manager",
 		}},
 		{name: "production values", opts: Options{ValuesFiles: []string{ProductionValues}}, readable: []string{"ai"}, bindings: []string{
 			"ClusterRoleBinding /switchboard-manager -> ClusterRole switchboard-manager",
 			"ClusterRoleBinding /switchboard-metrics-reader -> ClusterRole switchboard-metrics-reader",
-			"RoleBinding ai/switchboard-manager-watch -> Role switchboard-manager-watch",
+			"RoleBinding ai/switchboard-manager-scoped -> Role switchboard-manager-scoped",
 			"RoleBinding switchboard-system/switchboard-manager -> Role switchboard-manager",
 		}},
 		// Nothing reviews callers: nothing at all is bound cluster-wide.
 		{name: "watchNamespaces, no reviews", opts: set("watchNamespaces={ai}", "auth.mode=none", "metrics.secure=false"), readable: []string{"ai"}, bindings: []string{
-			"RoleBinding ai/switchboard-manager-watch -> Role switchboard-manager-watch",
+			"RoleBinding ai/switchboard-manager-scoped -> Role switchboard-manager-scoped",
 			"RoleBinding switchboard-system/switchboard-manager -> Role switchboard-manager",
 		}},
 	} {
@@ -540,10 +540,10 @@ func TestWatchNamespaces(t *testing.T) {
 				}
 			}
 			for _, ns := range tc.readable {
-				role := roles["Role/"+ns+"/"+DefaultRelease+"-manager-watch"]
+				role := roles["Role/"+ns+"/"+DefaultRelease+"-manager-scoped"]
 				for _, verb := range []string{"get", "list", "watch"} {
 					if !grants(role.Rules, "", "secrets", verb) || !grants(role.Rules, "ai.switchboard.dev", "modeldeployments", verb) {
-						t.Errorf("Role %s-manager-watch in %s does not grant %s on secrets and modeldeployments", DefaultRelease, ns, verb)
+						t.Errorf("Role %s-manager-scoped in %s does not grant %s on secrets and modeldeployments", DefaultRelease, ns, verb)
 					}
 				}
 			}
