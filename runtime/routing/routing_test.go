@@ -1,6 +1,7 @@
 package routing
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -246,15 +247,60 @@ func TestRoutePolicyCaps(t *testing.T) {
 	}
 }
 
+// formatVerbs are the fmt verbs a credential could be printed with by mistake: a log
+// line, a test failure, a debug dump.
+var formatVerbs = []string{"%v", "%+v", "%#v", "%s", "%q", "%x", "%X", "%d", "%T %[1]v"}
+
+// TestCredentialNeverPrints formats a credential, a deployment holding one, and a struct
+// holding one in an unexported field (as an adapter does; fmt prints those by
+// reflection, without their methods) with every verb and as JSON: none shows the value.
 func TestCredentialNeverPrints(t *testing.T) {
-	d := deployment("ai", "m", textCaps, func(d *Deployment) { d.Credential = NewCredential("sk-canary-123") })
-	for _, s := range []string{fmt.Sprint(d), fmt.Sprintf("%+v", d), fmt.Sprintf("%#v", d), d.Credential.String()} {
-		if strings.Contains(s, "sk-canary-123") {
-			t.Errorf("formatted deployment leaks the credential: %s", s)
+	const canary = "sk-canary-123"
+	d := deployment("ai", "m", textCaps, func(d *Deployment) { d.Credential = NewCredential(canary) })
+	type holder struct {
+		name string
+		cred Credential
+	}
+	values := map[string]any{
+		"credential":            d.Credential,
+		"credential pointer":    &d.Credential,
+		"deployment":            &d,
+		"deployment value":      d,
+		"unexported field":      holder{"h", d.Credential},
+		"unexported field, ptr": &holder{"h", d.Credential},
+		"slice of credentials":  []Credential{d.Credential},
+		"map of credentials":    map[string]Credential{"k": d.Credential},
+	}
+	for name, v := range values {
+		for _, verb := range formatVerbs {
+			if s := fmt.Sprintf(verb, v); strings.Contains(s, canary) {
+				t.Errorf("%s formatted with %s leaks the credential: %s", name, verb, s)
+			}
+		}
+		b, err := json.Marshal(v)
+		if err != nil {
+			t.Errorf("json.Marshal(%s): %v", name, err)
+		}
+		if strings.Contains(string(b), canary) {
+			t.Errorf("%s as JSON leaks the credential: %s", name, b)
 		}
 	}
-	if d.Credential.Reveal() != "sk-canary-123" {
+	for _, s := range []string{d.Credential.String(), d.Credential.GoString(), fmt.Sprint(d.Credential)} {
+		if s != "[redacted]" {
+			t.Errorf("a set credential prints %q, want [redacted]", s)
+		}
+	}
+	if b, _ := json.Marshal(d.Credential); string(b) != `"[redacted]"` {
+		t.Errorf("a set credential is JSON %s, want \"[redacted]\"", b)
+	}
+	if got := fmt.Sprint(Credential{}); got != "[none]" {
+		t.Errorf("an empty credential prints %q, want [none]", got)
+	}
+	if d.Credential.Reveal() != canary || !d.Credential.IsSet() {
 		t.Error("Reveal lost the value")
+	}
+	if (Credential{}).Reveal() != "" || (Credential{}).IsSet() || NewCredential("").IsSet() {
+		t.Error("an empty credential is set")
 	}
 }
 

@@ -35,29 +35,58 @@ func ParseRef(s string) (Ref, bool) {
 	return Ref{}, false
 }
 
-// Credential is a provider credential. It is opaque on purpose: its String and GoString
-// methods never reveal the value, so a Deployment can be logged or printed in a test
-// failure without leaking it. Adapters call Reveal when building the auth header.
-type Credential struct{ value string }
+// Credential is a provider credential, or one part of it (an AWS secret access key, a
+// session token): the one type every credential value is held in between the Secret and
+// the wire (spec/modeldeployments.md, "Credentials"). It never prints its value: String,
+// GoString, Format (every fmt verb) and MarshalJSON write "[redacted]" ("[none]" when
+// empty). The value sits behind a pointer, because fmt prints a struct's unexported
+// fields by reflection, without calling their methods: an adapter holding a Credential
+// in an unexported field would otherwise print it raw, while fmt prints a pointer
+// nested in a value as an address. Reveal returns the value where it goes on the wire.
+type Credential struct{ value *string }
 
 // NewCredential wraps a credential value.
-func NewCredential(v string) Credential { return Credential{value: v} }
+func NewCredential(v string) Credential {
+	if v == "" {
+		return Credential{}
+	}
+	return Credential{value: &v}
+}
 
-// Reveal returns the credential value. Call it only where the value is put on the wire.
-func (c Credential) Reveal() string { return c.value }
+// Reveal returns the credential value. Call it only where the value is put on the wire,
+// or compared with what a provider sent back.
+func (c Credential) Reveal() string {
+	if c.value == nil {
+		return ""
+	}
+	return *c.value
+}
 
 // IsSet reports whether a value is present.
-func (c Credential) IsSet() bool { return c.value != "" }
+func (c Credential) IsSet() bool { return c.value != nil }
+
+// What a Credential prints instead of its value.
+const (
+	credentialRedacted = "[redacted]"
+	credentialNone     = "[none]"
+)
 
 func (c Credential) String() string {
-	if c.value == "" {
-		return "<none>"
+	if c.value == nil {
+		return credentialNone
 	}
-	return "<redacted>"
+	return credentialRedacted
 }
 
 // GoString keeps %#v from printing the value.
 func (c Credential) GoString() string { return c.String() }
+
+// Format writes String for every verb and flag (%d and %x of a struct holding a string
+// would otherwise print it).
+func (c Credential) Format(f fmt.State, _ rune) { _, _ = f.Write([]byte(c.String())) }
+
+// MarshalJSON writes String as a JSON string.
+func (c Credential) MarshalJSON() ([]byte, error) { return []byte(`"` + c.String() + `"`), nil }
 
 // Limits are the caps the CapabilityPolicies selecting a deployment put on requests.
 // Zero values mean "no cap".

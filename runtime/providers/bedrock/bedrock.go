@@ -85,8 +85,8 @@ func WithClock(now func() time.Time) Option {
 }
 
 // adapter runs attempts against one deployment. It holds only constructor inputs and is
-// safe for concurrent use. It never prints its credential: Format (below) writes a fixed
-// text for every verb, since fmt would otherwise print the unexported key fields.
+// safe for concurrent use. Its credential's parts are routing.Credential values, which
+// never print; Format (below) writes a short fixed text for every verb as well.
 type adapter struct {
 	base   *url.URL // the endpoint, path without trailing slash
 	model  string
@@ -248,15 +248,15 @@ func (a *adapter) Execute(ctx context.Context, at engine.Attempt, emit engine.Em
 // leaves the process; a session token travels in X-Amz-Security-Token, as the signer
 // places it). The payload hash is the hex SHA-256 of the exact body sent.
 func (a *adapter) authenticate(ctx context.Context, req *http.Request, payload []byte) error {
-	if a.cred.apiKey != "" {
-		req.Header.Set("Authorization", "Bearer "+a.cred.apiKey)
+	if a.cred.apiKey.IsSet() {
+		req.Header.Set("Authorization", "Bearer "+a.cred.apiKey.Reveal())
 		return nil
 	}
 	sum := sha256.Sum256(payload)
 	creds := aws.Credentials{
-		AccessKeyID:     a.cred.accessKeyID,
-		SecretAccessKey: a.cred.secretAccessKey,
-		SessionToken:    a.cred.sessionToken,
+		AccessKeyID:     a.cred.accessKeyID.Reveal(),
+		SecretAccessKey: a.cred.secretAccessKey.Reveal(),
+		SessionToken:    a.cred.sessionToken.Reveal(),
 		Source:          Provider,
 	}
 	if err := v4.NewSigner().SignHTTP(ctx, creds, req, hex.EncodeToString(sum[:]), SigningName, a.region, a.clock()); err != nil {

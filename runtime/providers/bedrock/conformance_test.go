@@ -48,12 +48,13 @@ var conformanceUsage = map[string]float64{
 // wire is the Bedrock side of the suite: ConverseStream answers encoded with the SDK's
 // event-stream Encoder, and an authentication check that verifies SigV4 signatures
 // independently (verifySigV4) or the bearer API key.
-func wire(subject providertest.Subject, secrets []string, credentialHeader string) providertest.Wire {
+func wire(subject providertest.Subject, secrets, public []string, credentialHeader string) providertest.Wire {
 	return providertest.Wire{
 		Subject:          subject,
 		Provider:         bedrock.Provider,
 		Respond:          respond,
 		Secrets:          secrets,
+		PublicParts:      public,
 		CredentialHeader: credentialHeader,
 		Usage:            conformanceUsage,
 		Errors:           documentedErrors(),
@@ -79,18 +80,21 @@ func wire(subject providertest.Subject, secrets []string, credentialHeader strin
 //   - temporary access keys: Secrets are the secret access key and the session token.
 //     The session token must travel, in X-Amz-Security-Token (CredentialHeader), so the
 //     suite checks it goes nowhere else and never comes back in an error, event or log.
+//     The access key id travels in every Authorization header's credential scope (a
+//     public part), and must not come back either.
 //   - long-term access keys: the secret access key alone, which never travels at all —
-//     only the signature made with it — so there is no CredentialHeader.
+//     only the signature made with it — so there is no CredentialHeader; the access key
+//     id as above.
 //   - a Bedrock API key: the key, in Authorization as a bearer token.
 func TestConformance(t *testing.T) {
 	t.Run("temporary access keys", func(t *testing.T) {
-		providertest.RunConformance(t, wire(subject, []string{secretCanary, tokenCanary}, "X-Amz-Security-Token"))
+		providertest.RunConformance(t, wire(subject, []string{secretCanary, tokenCanary}, []string{accessKeyID}, "X-Amz-Security-Token"))
 	})
 	t.Run("long-term access keys", func(t *testing.T) {
-		providertest.RunConformance(t, wire(subjectWith(keysJSON(false)), []string{secretCanary}, ""))
+		providertest.RunConformance(t, wire(subjectWith(keysJSON(false)), []string{secretCanary}, []string{accessKeyID}, ""))
 	})
 	t.Run("API key", func(t *testing.T) {
-		providertest.RunConformance(t, wire(subjectWith(apiKeyCanary), []string{apiKeyCanary}, "Authorization"))
+		providertest.RunConformance(t, wire(subjectWith(apiKeyCanary), []string{apiKeyCanary}, nil, "Authorization"))
 	})
 }
 

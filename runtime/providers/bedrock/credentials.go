@@ -7,22 +7,24 @@ import (
 
 	"github.com/switchboard-dev/switchboard/runtime/protocol"
 	"github.com/switchboard-dev/switchboard/runtime/providers/providerhttp"
+	"github.com/switchboard-dev/switchboard/runtime/routing"
 )
 
 // credential is the deployment's credential in one of its two forms: a Bedrock API key
 // (apiKey set), or AWS access keys (accessKeyID and secretAccessKey set, sessionToken
-// for temporary keys).
+// for temporary keys). Each part is a routing.Credential, so that printing the adapter
+// never shows one.
 type credential struct {
-	apiKey string
+	apiKey routing.Credential
 
-	accessKeyID     string
-	secretAccessKey string
-	sessionToken    string
+	accessKeyID     routing.Credential
+	secretAccessKey routing.Credential
+	sessionToken    routing.Credential
 }
 
 // kind names the form, for the adapter's redacted text.
 func (c credential) kind() string {
-	if c.apiKey != "" {
+	if c.apiKey.IsSet() {
 		return "api key"
 	}
 	return "access keys"
@@ -33,9 +35,9 @@ func (c credential) kind() string {
 // them — it is an identifier that every signed request carries in the clear.
 func (c credential) secrets() []string {
 	var out []string
-	for _, s := range []string{c.apiKey, c.secretAccessKey, c.sessionToken} {
-		if s != "" {
-			out = append(out, s)
+	for _, s := range []routing.Credential{c.apiKey, c.secretAccessKey, c.sessionToken} {
+		if s.IsSet() {
+			out = append(out, s.Reveal())
 		}
 	}
 	return out
@@ -76,7 +78,7 @@ func parseCredential(v string, now time.Time) (credential, *protocol.Error) {
 		if !providerhttp.HeaderSafe(v) {
 			return credential{}, rejected(msgNotHeaderSafe)
 		}
-		return credential{apiKey: v}, nil
+		return credential{apiKey: routing.NewCredential(v)}, nil
 	}
 	var pc processCredentials
 	if err := json.Unmarshal(trimmed, &pc); err != nil {
@@ -107,5 +109,9 @@ func parseCredential(v string, now time.Time) (credential, *protocol.Error) {
 			return credential{}, rejected(msgKeysExpired)
 		}
 	}
-	return credential{accessKeyID: pc.AccessKeyID, secretAccessKey: pc.SecretAccessKey, sessionToken: pc.SessionToken}, nil
+	return credential{
+		accessKeyID:     routing.NewCredential(pc.AccessKeyID),
+		secretAccessKey: routing.NewCredential(pc.SecretAccessKey),
+		sessionToken:    routing.NewCredential(pc.SessionToken),
+	}, nil
 }

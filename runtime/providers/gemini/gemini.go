@@ -117,9 +117,9 @@ type adapter struct {
 	client   *http.Client
 	log      logr.Logger
 
-	// apiKey is the gemini credential, unwrapped only for x-goog-api-key and to scrub
-	// echoes; empty for vertex.
-	apiKey string
+	// apiKey is the gemini credential, revealed only for x-goog-api-key and to scrub
+	// echoes; unset for vertex.
+	apiKey routing.Credential
 	// tokens is the vertex deployment's cached token source; nil for gemini.
 	tokens *tokenEntry
 }
@@ -130,7 +130,7 @@ var (
 )
 
 // Format prints the provider and model only, whatever the verb (%v, %+v, %#v, %s, %d,
-// %x, …): fmt would otherwise print the unexported fields raw, the API key among them.
+// %x, …); the API key is a routing.Credential, which never prints its value either.
 func (a *adapter) Format(f fmt.State, _ rune) { _, _ = io.WriteString(f, a.String()) }
 
 // String and GoString return the same redacted text as Format.
@@ -177,7 +177,7 @@ func New(d *routing.Deployment, opts ...Option) (engine.Adapter, error) {
 			// like a provider outage and be retried.
 			return nil, rejected(d.Provider, "the deployment's credential is not a valid header value")
 		}
-		a.apiKey = d.Credential.Reveal()
+		a.apiKey = d.Credential
 		fallback = DefaultGeminiEndpoint
 		path = []string{"v1beta", "models"}
 	case ProviderVertex:
@@ -254,7 +254,7 @@ func (a *adapter) Execute(ctx context.Context, at engine.Attempt, emit engine.Em
 		token = tok
 		r.secrets = []string{token, a.tokens.keyID}
 	} else {
-		r.secrets = []string{a.apiKey}
+		r.secrets = []string{a.apiKey.Reveal()}
 	}
 
 	req, err := providerhttp.NewRequest(ctx, http.MethodPost, a.url, bytes.NewReader(payload))
@@ -271,7 +271,7 @@ func (a *adapter) Execute(ctx context.Context, at engine.Attempt, emit engine.Em
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	} else {
-		req.Header.Set("x-goog-api-key", a.apiKey)
+		req.Header.Set("x-goog-api-key", a.apiKey.Reveal())
 	}
 
 	resp, err := a.client.Do(req)

@@ -94,7 +94,7 @@ type adapter struct {
 	provider string
 	model    string
 	url      string // {endpoint}/chat/completions, query kept
-	// cred is unwrapped only for the Authorization header and to scrub echoes.
+	// cred is revealed only for the credential header and to scrub echoes.
 	cred   routing.Credential
 	caps   routing.CapSet
 	stream bool
@@ -102,8 +102,8 @@ type adapter struct {
 	log    logr.Logger
 }
 
-// String and GoString describe the adapter without its fields: fmt prints unexported
-// fields raw, which would reveal the credential behind its redacting wrapper.
+// String and GoString describe the adapter by provider and model (the credential is a
+// routing.Credential, which never prints its value).
 func (a *adapter) String() string   { return "openai adapter (" + a.provider + " " + a.model + ")" }
 func (a *adapter) GoString() string { return a.String() }
 

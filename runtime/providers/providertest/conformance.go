@@ -102,6 +102,12 @@ type Wire struct {
 	// CredentialHeader is the one request header that may carry a secret ("" when no
 	// secret goes on the wire at all, as with a SigV4 signature).
 	CredentialHeader string
+	// PublicParts are the credential's other parts, which travel in the clear where the
+	// provider documents them (an AWS access key id, in the credential scope of every
+	// SigV4 Authorization header): they may be on the wire, but like Secrets they never
+	// come back in an error, an event, the outcome or the log, nor show when the adapter
+	// is printed.
+	PublicParts []string
 
 	// Usage are the figures the Usage scenario reports, by unit: exactly what the
 	// provider documents reporting (cache and reasoning tokens where it has them).

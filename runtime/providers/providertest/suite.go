@@ -70,6 +70,7 @@ func RunConformance(t *testing.T, w Wire) {
 		}
 		t.Run(string(s), func(t *testing.T) { checks[s](t, w) })
 	}
+	t.Run("credential never prints", func(t *testing.T) { checkRedacted(t, w) })
 	t.Run("documented errors", func(t *testing.T) { checkErrors(t, w) })
 	t.Run("redirect refused", func(t *testing.T) { checkRedirect(t, w) })
 	t.Run("cancel", func(t *testing.T) { checkCancel(t, w) })
@@ -199,8 +200,13 @@ func (w Wire) run(t *testing.T, s Scenario, body string) attempt {
 	})
 }
 
-// checkSecrets fails t if a secret went on the wire outside CredentialHeader, or came
-// back in the error, an event or a log line.
+// parts are the credential's parts: Secrets and PublicParts.
+func (w Wire) parts() []string {
+	return slices.DeleteFunc(slices.Concat(w.Secrets, w.PublicParts), func(s string) bool { return s == "" })
+}
+
+// checkSecrets fails t if a secret went on the wire outside CredentialHeader, or a part
+// of the credential came back in the error, an event, the outcome or a log line.
 func (w Wire) checkSecrets(t *testing.T, a attempt) {
 	t.Helper()
 	for _, secret := range w.Secrets {
@@ -220,22 +226,24 @@ func (w Wire) checkSecrets(t *testing.T, a attempt) {
 				}
 			}
 		}
+	}
+	for _, secret := range w.parts() {
 		if a.err != nil {
 			encoded, _ := json.Marshal(a.perr)
 			if strings.Contains(fmt.Sprintf("%v %+v %#v", a.err, a.err, a.err), secret) || strings.Contains(string(encoded), secret) {
-				t.Error("a secret is in the returned error")
+				t.Error("a part of the credential is in the returned error")
 			}
 		}
 		for _, e := range a.rec.Recorded() {
 			if bytes.Contains(e.Data, []byte(secret)) {
-				t.Errorf("a secret is in a %s event", e.Type)
+				t.Errorf("a part of the credential is in a %s event: %s", e.Type, e.Data)
 			}
 		}
 		if strings.Contains(a.logs.Text(), secret) {
-			t.Error("a secret is in the adapter's log")
+			t.Error("a part of the credential is in the adapter's log")
 		}
 		if strings.Contains(a.out.FinishReason+a.out.ResponseModel, secret) {
-			t.Error("a secret is in the outcome")
+			t.Error("a part of the credential is in the outcome")
 		}
 	}
 }
@@ -421,6 +429,46 @@ var checks = map[Scenario]func(*testing.T, Wire){
 		a := w.run(t, Echo, textRequest)
 		a.wantError(t, protocol.CodeProviderRejected, false)
 	},
+}
+
+// FormatVerbs are the fmt verbs an adapter or a deployment could be printed with by
+// mistake (a log line, a test failure, a debug dump); CheckRedacted tries each.
+var FormatVerbs = []string{"%v", "%+v", "%#v", "%s", "%q", "%x", "%d", "%T %[1]v"}
+
+// checkRedacted builds the adapter of the Wire's deployment and prints it, and the
+// deployment, with every verb of FormatVerbs and as JSON: no part of the credential
+// shows. fmt prints unexported fields by reflection, without their methods, so an
+// adapter keeps every credential value in a routing.Credential (which holds it behind a
+// pointer) or prints itself.
+func checkRedacted(t *testing.T, w Wire) {
+	d := w.Subject.Deployment("http://127.0.0.1:1")
+	a, err := w.Subject.New(d, http.DefaultClient)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	CheckRedacted(t, w.parts(), map[string]any{"adapter": a, "deployment": d, "deployment value": *d})
+}
+
+// CheckRedacted fails t if any of parts shows when a value of values is printed with a
+// verb of FormatVerbs or encoded as JSON.
+func CheckRedacted(t *testing.T, parts []string, values map[string]any) {
+	t.Helper()
+	for name, v := range values {
+		var printed []string
+		for _, verb := range FormatVerbs {
+			printed = append(printed, verb+" → "+fmt.Sprintf(verb, v))
+		}
+		if b, err := json.Marshal(v); err == nil {
+			printed = append(printed, "JSON → "+string(b))
+		}
+		for _, s := range printed {
+			for _, part := range parts {
+				if part != "" && strings.Contains(s, part) {
+					t.Errorf("the %s shows a part of the credential: %s", name, s)
+				}
+			}
+		}
+	}
 }
 
 // checkErrors serves each documented error and checks its mapping.

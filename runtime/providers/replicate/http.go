@@ -38,7 +38,7 @@ func (a *adapter) send(ctx context.Context, method, target string, body []byte, 
 	if err != nil {
 		return nil, rejected("the provider URL cannot be requested")
 	}
-	req.Header.Set("Authorization", "Bearer "+a.token)
+	req.Header.Set("Authorization", "Bearer "+a.token.Reveal())
 	req.Header.Set("Accept", "application/json")
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
@@ -105,10 +105,11 @@ const redacted = "[redacted]"
 // redact removes the credential from provider text (a log line) before it is emitted.
 // Replicate has no reason to echo the token; a hostile or broken upstream might.
 func (a *adapter) redact(s string) string {
-	if a.token == "" || !strings.Contains(s, a.token) {
+	token := a.token.Reveal()
+	if token == "" || !strings.Contains(s, token) {
 		return s
 	}
-	return strings.ReplaceAll(s, a.token, redacted)
+	return strings.ReplaceAll(s, token, redacted)
 }
 
 // redactJSON returns the output unchanged unless one of its strings (keys included, after
@@ -119,7 +120,7 @@ func (a *adapter) redact(s string) string {
 // A document that is not valid UTF-8 is re-encoded too: decoding replaces each invalid
 // byte with U+FFFD, and events are stored and served as UTF-8 JSON text.
 func (a *adapter) redactJSON(raw json.RawMessage) json.RawMessage {
-	if (a.token == "" || !a.holdsToken(raw)) && utf8.Valid(raw) {
+	if (!a.token.IsSet() || !a.holdsToken(raw)) && utf8.Valid(raw) {
 		return raw
 	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
@@ -138,7 +139,8 @@ func (a *adapter) redactJSON(raw json.RawMessage) json.RawMessage {
 // holdsToken reports whether any string token of raw contains the credential. The
 // literal check is enough unless the document uses escapes, which could spell it out.
 func (a *adapter) holdsToken(raw []byte) bool {
-	if bytes.Contains(raw, []byte(a.token)) {
+	token := a.token.Reveal()
+	if bytes.Contains(raw, []byte(token)) {
 		return true
 	}
 	if bytes.IndexByte(raw, '\\') < 0 {
@@ -150,7 +152,7 @@ func (a *adapter) holdsToken(raw []byte) bool {
 		if err != nil {
 			return false
 		}
-		if s, ok := tok.(string); ok && strings.Contains(s, a.token) {
+		if s, ok := tok.(string); ok && strings.Contains(s, token) {
 			return true
 		}
 	}
@@ -176,4 +178,4 @@ func (a *adapter) redactValue(v any) any {
 
 // safeID returns a provider id for logs and provider_error only if it looks like one
 // (short, identifier characters) and is not the credential in disguise.
-func (a *adapter) safeID(id string) string { return providerhttp.Identifier(id, a.token) }
+func (a *adapter) safeID(id string) string { return providerhttp.Identifier(id, a.token.Reveal()) }

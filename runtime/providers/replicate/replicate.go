@@ -111,7 +111,7 @@ type adapter struct {
 	owner    string
 	name     string
 	version  string // pinned by the model id ("owner/name:version"), else empty
-	token    string
+	token    routing.Credential
 	caps     routing.CapSet
 	params   []string // spec.allowedParameters
 	client   *http.Client
@@ -140,7 +140,7 @@ func New(d *routing.Deployment, opts ...Option) (engine.Adapter, error) {
 		return nil, rejected("the replicate deployment has no credential")
 	}
 	a := &adapter{
-		token:    d.Credential.Reveal(),
+		token:    d.Credential,
 		caps:     d.Capabilities,
 		params:   d.Parameters,
 		pollInit: o.pollInitial,
