@@ -1,8 +1,11 @@
 package anthropic_test
 
 import (
+	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
+	"strconv"
 	"testing"
 
 	"github.com/switchboard-dev/switchboard/runtime/engine"
@@ -37,6 +40,8 @@ var wire = providertest.Wire{
 	Secrets:          []string{canary},
 	CredentialHeader: "x-api-key",
 	Respond:          respond,
+	EchoFields:       echoFields,
+	EchoAnswer:       echoAnswer,
 	Usage: map[string]float64{protocol.UnitInputTokens: 12, protocol.UnitOutputTokens: 3,
 		protocol.UnitCacheReadTokens: 4, protocol.UnitCacheWriteTokens: 5},
 	Errors: []providertest.ErrorCase{
@@ -119,4 +124,41 @@ func respond(s providertest.Scenario, w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusUnauthorized)
 		_, _ = w.Write([]byte(apiError(canary, "invalid x-api-key: "+r.Header.Get("x-api-key"))))
 	}
+}
+
+// echoFields are the identifiers of a Messages answer: the request-id header, the
+// message's id and model, the tool_use block's id and name, the stop reason.
+var echoFields = []string{"request-id", "id", "model", "tool_use.id", "tool_use.name", "stop_reason"}
+
+// echoAnswer answers with one tool_use block calling the script's tool, streamed when
+// the request has stream:true, with echo in field (see providertest.Wire.EchoAnswer).
+func echoAnswer(field, echo string, w http.ResponseWriter, r *http.Request) {
+	v := map[string]string{"request-id": "req_conformance", "id": "msg_01echo", "model": "claude-sonnet-4-5-20250929",
+		"tool_use.id": "toolu_01echo", "tool_use.name": providertest.ScriptTool, "stop_reason": "tool_use"}
+	if field != "" {
+		v[field] = echo
+	}
+	q := func(name string) string { return strconv.Quote(v[name]) }
+	w.Header().Set("request-id", v["request-id"])
+	var req struct {
+		Stream bool `json:"stream"`
+	}
+	body, _ := io.ReadAll(r.Body)
+	_ = json.Unmarshal(body, &req)
+	if !req.Stream {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"id":`+q("id")+`,"type":"message","role":"assistant","model":`+q("model")+`,`+
+			`"content":[{"type":"tool_use","id":`+q("tool_use.id")+`,"name":`+q("tool_use.name")+`,"input":`+providertest.ScriptArguments+`}],`+
+			`"stop_reason":`+q("stop_reason")+`,"stop_sequence":null,"usage":{"input_tokens":12,"output_tokens":3}}`)
+		return
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	_, _ = io.WriteString(w, event("message_start", `{"type":"message_start","message":{"id":`+q("id")+`,"type":"message","role":"assistant","model":`+q("model")+`,`+
+		`"content":[],"stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":12,"output_tokens":1}}}`)+
+		event("content_block_start", `{"type":"content_block_start","index":0,"content_block":{"type":"tool_use","id":`+q("tool_use.id")+`,"name":`+q("tool_use.name")+`,"input":{}}}`)+
+		event("content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":"{\"city\":"}}`)+
+		event("content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":"\"Paris\"}"}}`)+
+		blockStop+
+		event("message_delta", `{"type":"message_delta","delta":{"stop_reason":`+q("stop_reason")+`,"stop_sequence":null},"usage":{"output_tokens":3}}`)+
+		messageStop)
 }

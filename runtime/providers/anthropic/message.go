@@ -58,14 +58,15 @@ func (r *reader) readMessage(ctx context.Context, body io.Reader) (engine.Outcom
 		if b.Type != "tool_use" {
 			continue // thinking and server-tool blocks are not output of this protocol
 		}
-		if b.ID == "" || b.Name == "" {
+		id, name, ok := r.toolCall(b.ID, b.Name)
+		if !ok {
 			return engine.Outcome{}, r.malformed("tool_use block")
 		}
-		if err := r.send(protocol.EventToolCallStarted, protocol.ToolCallStartedData{Index: calls, CallID: b.ID, Name: b.Name}); err != nil {
+		if err := r.send(protocol.EventToolCallStarted, protocol.ToolCallStartedData{Index: calls, CallID: id, Name: name}); err != nil {
 			return engine.Outcome{}, err
 		}
 		calls++
-		if err := r.send(protocol.EventToolCallArgsDelta, protocol.ToolCallArgsDeltaData{CallID: b.ID, Delta: providerhttp.ObjectText(b.Input)}); err != nil {
+		if err := r.send(protocol.EventToolCallArgsDelta, protocol.ToolCallArgsDeltaData{CallID: id, Delta: providerhttp.ObjectText(b.Input)}); err != nil {
 			return engine.Outcome{}, err
 		}
 	}

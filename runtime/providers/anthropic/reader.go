@@ -33,13 +33,23 @@ type reader struct {
 // answeredBy keeps the model name the response gives, when it is an identifier.
 func (r *reader) answeredBy(model string) {
 	if r.model == "" {
-		r.model = providerhttp.Identifier(model, r.secret)
+		r.model = r.clean(model)
 	}
 }
 
-// clean drops a provider-supplied identifier that contains the credential.
+// clean keeps a provider-supplied identifier only when it looks like one and does not
+// contain the credential (providerhttp.Identifier).
 func (r *reader) clean(s string) string {
 	return providerhttp.Identifier(s, r.secret)
+}
+
+// toolCall screens a tool_use block's id and name alike (providerhttp.Identifier,
+// providerhttp.ToolName): ok is false when either is not one or holds the credential,
+// and the answer is then unreadable — a call reported under another id could not be
+// answered.
+func (r *reader) toolCall(id, name string) (string, string, bool) {
+	id, name = r.clean(id), providerhttp.ToolName(name, r.secret)
+	return id, name, id != "" && name != ""
 }
 
 // send records one event. Its error (attempt over, store failure) ends the attempt: the
@@ -83,7 +93,7 @@ func (r *reader) finish(stopReason string) (engine.Outcome, error) {
 		f := providerhttp.Failure{Provider: Provider, Code: stopRefusal, RequestID: r.requestID, ContentFiltered: true}
 		return engine.Outcome{}, f.Error()
 	}
-	return engine.Outcome{FinishReason: providerhttp.Identifier(stopReason, r.secret), ResponseModel: r.model}, nil
+	return engine.Outcome{FinishReason: r.clean(stopReason), ResponseModel: r.model}, nil
 }
 
 // responseBlock is a content block of the provider's answer (in a message, or in a

@@ -170,13 +170,14 @@ func (r *reader) blockStart(st *streamState, index int, cb *responseBlock) error
 		// The API opens text blocks empty; text here would still be output.
 		return r.text(cb.Text)
 	case "tool_use":
-		if cb.ID == "" || cb.Name == "" {
+		id, name, ok := r.toolCall(cb.ID, cb.Name)
+		if !ok {
 			return r.malformed("tool_use block")
 		}
-		st.blocks[index] = &block{kind: blockTool, callID: cb.ID}
+		st.blocks[index] = &block{kind: blockTool, callID: id}
 		idx := st.calls
 		st.calls++
-		return r.send(protocol.EventToolCallStarted, protocol.ToolCallStartedData{Index: idx, CallID: cb.ID, Name: cb.Name})
+		return r.send(protocol.EventToolCallStarted, protocol.ToolCallStartedData{Index: idx, CallID: id, Name: name})
 	}
 	st.blocks[index] = &block{kind: blockOther}
 	return nil

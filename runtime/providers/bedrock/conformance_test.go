@@ -56,6 +56,8 @@ func wire(subject providertest.Subject, secrets, public []string, credentialHead
 		Secrets:          secrets,
 		PublicParts:      public,
 		CredentialHeader: credentialHeader,
+		EchoFields:       echoFields,
+		EchoAnswer:       echoAnswer,
 		Usage:            conformanceUsage,
 		Errors:           documentedErrors(),
 		Authenticated: func(r *http.Request) error {
@@ -67,8 +69,8 @@ func wire(subject providertest.Subject, secrets, public []string, credentialHead
 			if err := authenticate(r, body); err != nil {
 				return err
 			}
-			if !strings.HasSuffix(r.URL.Path, "/converse-stream") {
-				return errors.New("not a ConverseStream call")
+			if !strings.HasSuffix(r.URL.Path, "/converse-stream") && !strings.HasSuffix(r.URL.Path, "/converse") {
+				return errors.New("not a Converse or ConverseStream call")
 			}
 			return nil
 		},
@@ -253,4 +255,41 @@ func documentedErrors() []providertest.ErrorCase {
 		c(500, "InternalServerException", protocol.CodeProviderUnavailable, true),
 		c(503, "ServiceUnavailableException", protocol.CodeProviderUnavailable, true),
 	}
+}
+
+// echoFields are the identifiers of a Converse or ConverseStream answer: the request id
+// header, the toolUse block's toolUseId and name, the stop reason.
+var echoFields = []string{"x-amzn-RequestId", "toolUseId", "name", "stopReason"}
+
+// echoAnswer answers with one toolUse block calling the script's tool — an event stream
+// for converse-stream, one JSON document for converse — with echo in field (see
+// providertest.Wire.EchoAnswer).
+func echoAnswer(field, echo string, w http.ResponseWriter, r *http.Request) {
+	v := map[string]string{"x-amzn-RequestId": "b1a5e7c0-1f2e-4d3c-8b9a-0a1b2c3d4e5f", "toolUseId": "tooluse_Echo0001",
+		"name": providertest.ScriptTool, "stopReason": "tool_use"}
+	if field != "" {
+		v[field] = echo
+	}
+	q := func(name string) string { return mustJSON(v[name]) }
+	w.Header().Set("x-amzn-RequestId", v["x-amzn-RequestId"])
+	usage := `{"inputTokens":11,"outputTokens":7,"totalTokens":18}`
+	if !strings.HasSuffix(r.URL.Path, "/converse-stream") {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"output":{"message":{"role":"assistant","content":[{"toolUse":{"toolUseId":`+q("toolUseId")+
+			`,"name":`+q("name")+`,"input":`+providertest.ScriptArguments+`}}]}},"stopReason":`+q("stopReason")+
+			`,"usage":`+usage+`,"metrics":{"latencyMs":120}}`)
+		return
+	}
+	body, err := bedrock.EncodeFrames(bedrock.Event("messageStart", `{"role":"assistant"}`),
+		bedrock.Event("contentBlockStart", `{"contentBlockIndex":0,"start":{"toolUse":{"toolUseId":`+q("toolUseId")+`,"name":`+q("name")+`}}}`),
+		bedrock.Event("contentBlockDelta", `{"contentBlockIndex":0,"delta":{"toolUse":{"input":`+mustJSON(providertest.ScriptArguments)+`}}}`),
+		bedrock.Event("contentBlockStop", `{"contentBlockIndex":0}`),
+		bedrock.Event("messageStop", `{"stopReason":`+q("stopReason")+`}`),
+		bedrock.Event("metadata", `{"usage":`+usage+`,"metrics":{"latencyMs":120}}`))
+	if err != nil {
+		w.WriteHeader(http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", bedrock.ContentTypeEventStream)
+	_, _ = w.Write(body)
 }

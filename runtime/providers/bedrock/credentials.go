@@ -30,12 +30,14 @@ func (c credential) kind() string {
 	return "access keys"
 }
 
-// secrets are the values that must never reach an event, an error or a log line: the API
-// key, or the secret access key and the session token. The access key id is not among
-// them — it is an identifier that every signed request carries in the clear.
-func (c credential) secrets() []string {
+// parts are the values no provider-supplied identifier may carry into an event, an error
+// or a log line: the API key, or the access key id, the secret access key and the
+// session token. The access key id travels in the clear, in every signature's credential
+// scope, but an upstream echoing it into a finish reason or a tool call id would hand
+// callers half of the deployment's keys.
+func (c credential) parts() []string {
 	var out []string
-	for _, s := range []routing.Credential{c.apiKey, c.secretAccessKey, c.sessionToken} {
+	for _, s := range []routing.Credential{c.apiKey, c.accessKeyID, c.secretAccessKey, c.sessionToken} {
 		if s.IsSet() {
 			out = append(out, s.Reveal())
 		}

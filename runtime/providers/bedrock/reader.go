@@ -26,13 +26,13 @@ const textIndex = 0
 type reader struct {
 	emit      engine.Emitter
 	log       logr.Logger
-	secrets   []string // the credential's secrets, only to drop identifiers that echo them
+	secrets   []string // the credential's parts, only to drop identifiers that echo them
 	requestID string   // the x-amzn-RequestId response header
 	emitted   bool     // an output or tool event was recorded
 }
 
 // clean returns a provider-supplied identifier (request id, error type, stop reason, tool
-// call id) when it looks like one and contains none of the credential's secrets, else "".
+// call id) when it looks like one and contains no part of the credential, else "".
 func (r *reader) clean(s string) string { return providerhttp.Identifier(s, r.secrets...) }
 
 // send records one event. Its error (attempt over, store failure) ends the attempt: the
@@ -57,9 +57,10 @@ func (r *reader) text(s string) error {
 
 // toolStarted records a tool call's start, after checking the provider's id and name:
 // the id must fit the documented toolUseId pattern and the name the tool name pattern
-// (a call the client could not answer is not a call), and neither may echo a secret.
+// (a call the client could not answer is not a call), and neither may echo a part of the
+// credential (providerhttp.Identifier, providerhttp.ToolName).
 func (r *reader) toolStarted(index int, id, name string) error {
-	if !toolUseIDRE.MatchString(id) || r.clean(id) != id || !toolUseIDRE.MatchString(name) || r.clean(name) != name {
+	if !toolUseIDRE.MatchString(id) || r.clean(id) != id || providerhttp.ToolName(name, r.secrets...) == "" {
 		return r.malformed("toolUse block")
 	}
 	return r.send(protocol.EventToolCallStarted, protocol.ToolCallStartedData{Index: index, CallID: id, Name: name})

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -36,6 +37,8 @@ func TestConformanceGemini(t *testing.T) {
 		},
 		Secrets:          []string{canaryKey},
 		CredentialHeader: "x-goog-api-key",
+		EchoFields:       echoFields,
+		EchoAnswer:       echoAnswer,
 		Usage:            conformanceUsage,
 		Errors:           errorCases(),
 	}
@@ -59,6 +62,8 @@ func TestConformanceVertex(t *testing.T) {
 		// the upstream sees the access token, in Authorization.
 		Secrets:          []string{sa.pem, sa.keyID, token},
 		CredentialHeader: "Authorization",
+		EchoFields:       echoFields,
+		EchoAnswer:       echoAnswer,
 		Usage:            conformanceUsage,
 		Errors: append(errorCases(), providertest.ErrorCase{
 			Name: "401 UNAUTHENTICATED", Status: http.StatusUnauthorized,
@@ -207,4 +212,35 @@ func errorCases() []providertest.ErrorCase {
 		{Name: "502 from a proxy, not JSON", Status: 502, Header: http.Header{"Content-Type": {"text/html"}},
 			Body: "<html><body>Bad Gateway</body></html>", Code: protocol.CodeProviderUnavailable, Retryable: true},
 	}
+}
+
+// echoFields are the identifiers of a GenerateContentResponse: responseId, modelVersion,
+// the functionCall's id and name, finishReason, promptFeedback.blockReason.
+var echoFields = []string{"responseId", "modelVersion", "functionCall.id", "functionCall.name", "finishReason", "blockReason"}
+
+// echoAnswer answers with one functionCall of the script's tool — as server-sent events
+// for streamGenerateContent, one JSON document for generateContent — with echo in field
+// (see providertest.Wire.EchoAnswer).
+func echoAnswer(field, echo string, w http.ResponseWriter, r *http.Request) {
+	v := map[string]string{"responseId": "sbEcho0001", "modelVersion": "gemini-2.5-flash", "functionCall.id": "fc_echo01",
+		"functionCall.name": providertest.ScriptTool, "finishReason": "STOP", "blockReason": ""}
+	if field != "" {
+		v[field] = echo
+	}
+	q := func(name string) string { return strconv.Quote(v[name]) }
+	feedback := ""
+	if v["blockReason"] != "" {
+		feedback = `"promptFeedback":{"blockReason":` + q("blockReason") + `},`
+	}
+	doc := `{"candidates":[{"content":{"parts":[{"functionCall":{"id":` + q("functionCall.id") + `,"name":` + q("functionCall.name") +
+		`,"args":` + providertest.ScriptArguments + `}}],"role":"model"},"finishReason":` + q("finishReason") + `,"index":0}],` + feedback +
+		`"usageMetadata":{"promptTokenCount":20,"candidatesTokenCount":5,"totalTokenCount":25},"modelVersion":` + q("modelVersion") +
+		`,"responseId":` + q("responseId") + `}`
+	if !strings.HasSuffix(r.URL.Path, ":streamGenerateContent") {
+		w.Header().Set("Content-Type", "application/json; charset=UTF-8")
+		_, _ = io.WriteString(w, doc)
+		return
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	_, _ = io.WriteString(w, "data: "+doc+"\r\n\r\n")
 }

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"regexp"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -32,11 +31,6 @@ const maxResponseBody = 16 << 20
 // otherwise hold a complete answer until the attempt's context ends, turning it into a
 // timeout; after the grace the body is closed and the answer completes with what it had.
 const finishGrace = 2 * time.Second
-
-// toolNameRE is the protocol's grammar of a tool call name (protocol.ToolNamePattern): a
-// function name the provider returns outside it is not one the caller can have declared,
-// so the answer is unreadable.
-var toolNameRE = regexp.MustCompile(protocol.ToolNamePattern)
 
 // textIndex is the output part of all text: every text part of an answer folds into
 // output part 0, so a streamed and a non-streamed answer materialize to the same snapshot.
@@ -345,13 +339,13 @@ func (r *reader) parts(parts []responsePart) error {
 	return flush()
 }
 
-// call records one function call. Its name must be a tool name (protocol.ToolNamePattern)
-// and its args, when present, a JSON object (functionCall.args is a Struct): anything
-// else is not the documented format, so the answer is unreadable. Its id is the
-// provider's when it sent one that is an identifier not yet used in the answer, else
-// callID mints one.
+// call records one function call. Its name must be a tool name holding no part of the
+// credential (providerhttp.ToolName) and its args, when present, a JSON object
+// (functionCall.args is a Struct): anything else is not the documented format, so the
+// answer is unreadable. Its id is the provider's when it sent one that is an identifier
+// not yet used in the answer, else callID mints one.
 func (r *reader) call(id, name string, args json.RawMessage) error {
-	if !toolNameRE.MatchString(name) || containsAny(name, r.secrets) {
+	if providerhttp.ToolName(name, r.secrets...) == "" {
 		return r.malformed("functionCall name")
 	}
 	compacted, ok := argsObject(args)
@@ -381,16 +375,6 @@ func (r *reader) callID(id string) string {
 	}
 	r.callIDs[callID] = true
 	return callID
-}
-
-// containsAny reports whether s contains one of the non-empty secrets.
-func containsAny(s string, secrets []string) bool {
-	for _, secret := range secrets {
-		if secret != "" && strings.Contains(s, secret) {
-			return true
-		}
-	}
-	return false
 }
 
 // argsObject returns a functionCall's args as compact JSON text: absent args are the

@@ -1,9 +1,12 @@
 package openai_test
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -60,6 +63,8 @@ func wire(provider string) providertest.Wire {
 		Secrets:          []string{canary},
 		CredentialHeader: header,
 		Respond:          respond,
+		EchoFields:       echoFields,
+		EchoAnswer:       echoAnswer,
 		Usage: map[string]float64{protocol.UnitInputTokens: 12, protocol.UnitOutputTokens: 3,
 			protocol.UnitCacheReadTokens: 4, protocol.UnitReasoningTokens: 2},
 		Errors: []providertest.ErrorCase{
@@ -149,5 +154,58 @@ func respond(s providertest.Scenario, w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusUnauthorized)
 		echo := strings.ReplaceAll(r.Header.Get("Authorization")+r.Header.Get("api-key"), `"`, ``)
 		_, _ = w.Write([]byte(`{"error":{"message":"Incorrect API key provided: ` + echo + `","type":"` + canary + `","param":null,"code":"` + canary + `"}}`))
+	}
+}
+
+// echoFields are the identifiers of a Chat Completions answer, in its headers, its
+// chunks or completion, and its tool calls.
+var echoFields = []string{"x-request-id", "apim-request-id", "id", "model", "system_fingerprint",
+	"tool_calls.id", "function.name", "finish_reason"}
+
+// echoAnswer answers with one call of the script's tool, streamed when the request has
+// stream:true, with echo in field (see providertest.Wire.EchoAnswer).
+func echoAnswer(field, echo string, w http.ResponseWriter, r *http.Request) {
+	v := map[string]string{"x-request-id": "req_conformance", "apim-request-id": "", "id": "chatcmpl-echo",
+		"model": "gpt-4o-mini-2024-07-18", "system_fingerprint": "fp_44709d6fcb", "tool_calls.id": "call_echo",
+		"function.name": providertest.ScriptTool, "finish_reason": "tool_calls"}
+	if field == "apim-request-id" {
+		v["x-request-id"] = "" // Azure's header is read when OpenAI's is absent
+	}
+	if field != "" {
+		v[field] = echo
+	}
+	q := func(name string) string { return strconv.Quote(v[name]) }
+	for _, h := range []string{"x-request-id", "apim-request-id"} {
+		if v[h] != "" {
+			w.Header().Set(h, v[h])
+		}
+	}
+	head := `"id":` + q("id") + `,"created":1733000000,"model":` + q("model") + `,"system_fingerprint":` + q("system_fingerprint")
+	var req struct {
+		Stream bool `json:"stream"`
+	}
+	body, _ := io.ReadAll(r.Body)
+	_ = json.Unmarshal(body, &req)
+	if !req.Stream {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{`+head+`,"object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":null,`+
+			`"tool_calls":[{"id":`+q("tool_calls.id")+`,"type":"function","function":{"name":`+q("function.name")+`,"arguments":`+
+			strconv.Quote(providertest.ScriptArguments)+`}}]},"logprobs":null,"finish_reason":`+q("finish_reason")+`}],`+
+			`"usage":{"prompt_tokens":20,"completion_tokens":5,"total_tokens":25}}`)
+		return
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	c := func(delta, finish string) string {
+		return `data: {` + head + `,"object":"chat.completion.chunk","choices":[{"index":0,"delta":` + delta + `,"logprobs":null,"finish_reason":` + finish + `}]}` + "\n\n"
+	}
+	for _, f := range []string{
+		c(`{"role":"assistant","content":null,"tool_calls":[{"index":0,"id":`+q("tool_calls.id")+`,"type":"function","function":{"name":`+q("function.name")+`,"arguments":""}}]}`, "null"),
+		c(`{"tool_calls":[{"index":0,"function":{"arguments":"{\"city\":"}}]}`, "null"),
+		c(`{"tool_calls":[{"index":0,"function":{"arguments":"\"Paris\"}"}}]}`, "null"),
+		c(`{}`, q("finish_reason")),
+		`data: {` + head + `,"object":"chat.completion.chunk","choices":[],"usage":{"prompt_tokens":20,"completion_tokens":5,"total_tokens":25}}` + "\n\n",
+		done,
+	} {
+		_, _ = io.WriteString(w, f)
 	}
 }

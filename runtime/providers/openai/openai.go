@@ -246,9 +246,18 @@ func (a *adapter) fail(e *protocol.Error) *protocol.Error {
 }
 
 // safeID keeps a provider-supplied identifier (request id, error type or code, finish
-// reason) only when it is short, made of identifier characters, and does not contain the
-// credential — a provider or proxy that echoes the credential back must not get it into
-// provider_error, an event or a log line.
+// reason, model) only when it is short, made of identifier characters, and does not
+// contain the credential — a provider or proxy that echoes the credential back must not
+// get it into provider_error, an event or a log line.
 func (a *adapter) safeID(s string) string {
 	return providerhttp.Identifier(s, a.cred.Reveal())
+}
+
+// toolCall screens a tool call's id and function name alike (providerhttp.Identifier,
+// providerhttp.ToolName): ok is false when either is not one or holds the credential,
+// and the answer is then unreadable — a call reported under another id could not be
+// answered.
+func (a *adapter) toolCall(id, name string) (string, string, bool) {
+	id, name = a.safeID(id), providerhttp.ToolName(name, a.cred.Reveal())
+	return id, name, id != "" && name != ""
 }

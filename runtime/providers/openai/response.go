@@ -259,14 +259,15 @@ func (r *reader) readCompletion(body io.Reader) (engine.Outcome, error) {
 		}
 	}
 	for i, tc := range ch.Message.ToolCalls {
-		if tc.ID == "" || tc.Function.Name == "" {
+		id, name, ok := r.a.toolCall(tc.ID, tc.Function.Name)
+		if !ok {
 			return engine.Outcome{}, r.a.fail(r.malformed())
 		}
-		if err := r.send(protocol.EventToolCallStarted, protocol.ToolCallStartedData{Index: i, CallID: tc.ID, Name: tc.Function.Name}); err != nil {
+		if err := r.send(protocol.EventToolCallStarted, protocol.ToolCallStartedData{Index: i, CallID: id, Name: name}); err != nil {
 			return engine.Outcome{}, err
 		}
 		if tc.Function.Arguments != "" {
-			if err := r.send(protocol.EventToolCallArgsDelta, protocol.ToolCallArgsDeltaData{CallID: tc.ID, Delta: tc.Function.Arguments}); err != nil {
+			if err := r.send(protocol.EventToolCallArgsDelta, protocol.ToolCallArgsDeltaData{CallID: id, Delta: tc.Function.Arguments}); err != nil {
 				return engine.Outcome{}, err
 			}
 		}
@@ -452,6 +453,9 @@ func (s *stream) toolFragment(f *toolCallDelta, pos int) error {
 		return nil
 	}
 	if !c.started {
+		if _, _, ok := s.a.toolCall(c.id, c.name); !ok {
+			return s.a.fail(s.malformed())
+		}
 		c.started = true
 		if err := s.send(protocol.EventToolCallStarted, protocol.ToolCallStartedData{Index: slot, CallID: c.id, Name: c.name}); err != nil {
 			return err

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -133,20 +134,16 @@ var messages = map[protocol.Code]string{
 // credential — into provider_error.
 func identifier(s string) string { return Identifier(s) }
 
-// Identifier returns s, a provider-supplied identifier (request id, error type or code,
-// finish reason), if it looks like one — 1 to 128 bytes of ASCII letters, digits and
-// '_', '-', '.', ':' — and contains none of secrets (the parts of the deployment's
-// credential, echoed back by a hostile or broken upstream; empty ones are ignored).
-// Otherwise it returns "": provider free text never reaches an event, an error or a log
-// line through an identifier.
+// Identifier returns s, a provider-supplied identifier (request or response id, error
+// type or code, finish reason, model version, tool call id, job id), if it looks like
+// one — 1 to 128 bytes of ASCII letters, digits and '_', '-', '.', ':' — and contains
+// none of secrets (every part of the deployment's credential, echoed back by a hostile
+// or broken upstream; empty ones are ignored). Otherwise it returns "": provider free
+// text, or the credential, never reaches an event, an error or a log line through an
+// identifier. It is the one rule every adapter applies to what it copies from an answer.
 func Identifier(s string, secrets ...string) string {
-	if len(s) == 0 || len(s) > 128 {
+	if len(s) == 0 || len(s) > 128 || holdsSecret(s, secrets) {
 		return ""
-	}
-	for _, secret := range secrets {
-		if secret != "" && strings.Contains(s, secret) {
-			return ""
-		}
 	}
 	for _, r := range s {
 		ok := r == '_' || r == '-' || r == '.' || r == ':' ||
@@ -156,6 +153,30 @@ func Identifier(s string, secrets ...string) string {
 		}
 	}
 	return s
+}
+
+// toolNameRE is the protocol's grammar of a tool call name.
+var toolNameRE = regexp.MustCompile(protocol.ToolNamePattern)
+
+// ToolName returns name, a tool call's name from a provider's answer, if it is a tool
+// name (protocol.ToolNamePattern) and contains none of secrets, as Identifier; otherwise
+// "". A call whose name fails cannot be reported: adapters treat its answer as
+// unreadable.
+func ToolName(name string, secrets ...string) string {
+	if !toolNameRE.MatchString(name) || holdsSecret(name, secrets) {
+		return ""
+	}
+	return name
+}
+
+// holdsSecret reports whether s contains one of the non-empty secrets.
+func holdsSecret(s string, secrets []string) bool {
+	for _, secret := range secrets {
+		if secret != "" && strings.Contains(s, secret) {
+			return true
+		}
+	}
+	return false
 }
 
 // RetryAfter reads the provider's retry hint: retry-after-ms, else retry-after as seconds

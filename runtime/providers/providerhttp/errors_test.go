@@ -2,6 +2,7 @@ package providerhttp
 
 import (
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -80,6 +81,30 @@ func TestIdentifierDropsFreeText(t *testing.T) {
 	} {
 		if got := identifier(in); got != want {
 			t.Errorf("identifier(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// Identifiers and tool names that hold a part of the credential, anywhere, are dropped;
+// so are tool names outside the protocol's grammar.
+func TestScreeningDropsEchoedCredentials(t *testing.T) {
+	secrets := []string{"", "sk-canary-7f3a", "AKIACANARY0001"}
+	for _, tt := range []struct{ in, id, tool string }{
+		{"get_weather", "get_weather", "get_weather"},
+		{"call_abc.1:2", "call_abc.1:2", ""},
+		{"sk-canary-7f3a", "", ""},
+		{"call_sk-canary-7f3a_0", "", ""},
+		{"AKIACANARY0001", "", ""},
+		{"tool-AKIACANARY0001", "", ""},
+		{"", "", ""},
+		{strings.Repeat("a", 65), strings.Repeat("a", 65), ""},
+		{strings.Repeat("a", 129), "", ""},
+	} {
+		if got := Identifier(tt.in, secrets...); got != tt.id {
+			t.Errorf("Identifier(%q) = %q, want %q", tt.in, got, tt.id)
+		}
+		if got := ToolName(tt.in, secrets...); got != tt.tool {
+			t.Errorf("ToolName(%q) = %q, want %q", tt.in, got, tt.tool)
 		}
 	}
 }

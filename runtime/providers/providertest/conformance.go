@@ -109,6 +109,23 @@ type Wire struct {
 	// is printed.
 	PublicParts []string
 
+	// EchoFields names every identifier of the provider's successful answer that the
+	// adapter copies into an event, the outcome, an error or a log line: response and
+	// request ids (in the body and in headers), the model or model version, the tool
+	// call's id and name, the finish or stop reason, a remote job's id and URLs.
+	EchoFields []string
+	// EchoAnswer writes a successful answer calling ScriptTool with ScriptArguments
+	// (where the provider has tool calls; else any successful answer) — streamed when
+	// the request asks for a stream, one document otherwise — in which
+	// the identifier named field (one of EchoFields) holds echo and every other one an
+	// ordinary value; field "" is the ordinary answer. The suite runs it with every part
+	// of the credential in every field, on the Wire's deployment and on it without
+	// streaming (a hostile or broken upstream echoing the credential it was sent).
+	// Expected: no part of the credential in an event, the outcome, the error or the
+	// log; the attempt succeeds or fails with a portable error (provider_unavailable
+	// for an answer the adapter cannot use).
+	EchoAnswer func(field, echo string, w http.ResponseWriter, r *http.Request)
+
 	// Usage are the figures the Usage scenario reports, by unit: exactly what the
 	// provider documents reporting (cache and reasoning tokens where it has them).
 	Usage map[string]float64

@@ -23,6 +23,7 @@ import (
 	"github.com/switchboard-dev/switchboard/runtime/engine"
 	"github.com/switchboard-dev/switchboard/runtime/engine/enginetest"
 	"github.com/switchboard-dev/switchboard/runtime/protocol"
+	"github.com/switchboard-dev/switchboard/runtime/routing"
 )
 
 // Timing of the suite's attempts. An attempt that should end on its own gets
@@ -60,8 +61,9 @@ var scenarios = []Scenario{Text, ToolCall, Usage, InStreamError, CutBeforeOutput
 // after every attempt, that no secret is in the error, the events or the log.
 func RunConformance(t *testing.T, w Wire) {
 	t.Helper()
-	if w.Respond == nil || w.Authenticated == nil || w.Provider == "" || len(w.Secrets) == 0 {
-		t.Fatal("the Wire needs Provider, Respond, Authenticated and Secrets")
+	if w.Respond == nil || w.Authenticated == nil || w.Provider == "" || len(w.Secrets) == 0 ||
+		w.EchoAnswer == nil || len(w.EchoFields) == 0 {
+		t.Fatal("the Wire needs Provider, Respond, Authenticated, Secrets, EchoAnswer and EchoFields")
 	}
 	for _, s := range scenarios {
 		if why, ok := w.NotApplicable[s]; ok {
@@ -70,6 +72,7 @@ func RunConformance(t *testing.T, w Wire) {
 		}
 		t.Run(string(s), func(t *testing.T) { checks[s](t, w) })
 	}
+	t.Run("echoed identifiers", func(t *testing.T) { checkEchoedIdentifiers(t, w) })
 	t.Run("credential never prints", func(t *testing.T) { checkRedacted(t, w) })
 	t.Run("documented errors", func(t *testing.T) { checkErrors(t, w) })
 	t.Run("redirect refused", func(t *testing.T) { checkRedirect(t, w) })
@@ -156,7 +159,12 @@ func (u *upstream) requests() []captured {
 // only with the attempt).
 func (w Wire) execute(t *testing.T, u *upstream, body string, ctxFor func(context.Context) (context.Context, func())) attempt {
 	t.Helper()
-	d := w.Subject.Deployment(u.srv.URL)
+	return w.executeOn(t, u, w.Subject.Deployment(u.srv.URL), body, ctxFor)
+}
+
+// executeOn is execute on deployment d of u.
+func (w Wire) executeOn(t *testing.T, u *upstream, d *routing.Deployment, body string, ctxFor func(context.Context) (context.Context, func())) attempt {
+	t.Helper()
 	a, err := w.Subject.New(d, u.srv.Client())
 	if err != nil {
 		t.Fatalf("New: %v", err)
@@ -429,6 +437,63 @@ var checks = map[Scenario]func(*testing.T, Wire){
 		a := w.run(t, Echo, textRequest)
 		a.wantError(t, protocol.CodeProviderRejected, false)
 	},
+}
+
+// checkEchoedIdentifiers serves EchoAnswer with every part of the credential in every
+// EchoFields field, on the Wire's deployment and on it without streaming: nothing the
+// adapter returns, emits or logs holds the part, and the attempt either succeeds or
+// fails with a portable error (an unreadable answer is provider_unavailable; an echoed
+// block reason may well be content_filtered). The ordinary answer (no echo) must succeed,
+// with the tool call where the deployment declares tools, or the fields prove nothing.
+func checkEchoedIdentifiers(t *testing.T, w Wire) {
+	type variant struct {
+		name string
+		caps routing.CapSet
+	}
+	streaming := routing.CapsOf(protocol.CapStreaming)
+	caps := w.Subject.Deployment("http://127.0.0.1:1").Capabilities
+	variants := []variant{{"as declared", caps}}
+	if caps.Has(streaming) {
+		variants = append(variants, variant{"without streaming", caps &^ streaming})
+	}
+	body := textRequest
+	if caps.Has(routing.CapsOf(protocol.CapTools)) {
+		body = toolRequest
+	}
+	for _, v := range variants {
+		run := func(t *testing.T, field, echo string) attempt {
+			t.Helper()
+			u := newUpstream(t, w, func(rw http.ResponseWriter, r *http.Request) { w.EchoAnswer(field, echo, rw, r) })
+			d := w.Subject.Deployment(u.srv.URL)
+			d.Capabilities = v.caps
+			return w.executeOn(t, u, d, body, func(p context.Context) (context.Context, func()) {
+				return context.WithTimeout(p, attemptTimeout)
+			})
+		}
+		t.Run(v.name, func(t *testing.T) {
+			t.Run("ordinary answer", func(t *testing.T) {
+				a := run(t, "", "")
+				a.wantSuccess(t)
+				called := slices.ContainsFunc(a.rec.Recorded(), func(e enginetest.Emitted) bool { return e.Type == protocol.EventToolCallStarted })
+				if v.caps.Has(routing.CapsOf(protocol.CapTools)) && !called {
+					t.Errorf("the ordinary echo answer made no tool call: %v", a.rec.Recorded())
+				}
+			})
+			for i, part := range w.parts() {
+				for _, field := range w.EchoFields {
+					t.Run(fmt.Sprintf("part %d in %s", i, field), func(t *testing.T) {
+						a := run(t, field, part) // execute checks that the part comes back nowhere
+						if len(a.reqs) == 0 {
+							t.Fatal("nothing was sent upstream")
+						}
+						if a.err != nil && (a.perr == nil || !a.perr.Code.Known() || a.perr.Code == protocol.CodeInternal) {
+							t.Errorf("Execute returned %v, want success or a provider's portable error", a.err)
+						}
+					})
+				}
+			}
+		})
+	}
 }
 
 // FormatVerbs are the fmt verbs an adapter or a deployment could be printed with by

@@ -1,6 +1,7 @@
 package replicate
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -41,6 +42,8 @@ var wire = providertest.Wire{
 	Secrets:          []string{canary},
 	CredentialHeader: "Authorization",
 	Respond:          respondReplicate,
+	EchoFields:       echoFields,
+	EchoAnswer:       echoAnswer,
 	Usage:            map[string]float64{UnitPredictTime: 1.5},
 	Errors: []providertest.ErrorCase{
 		{Name: "401 unauthenticated", Status: 401, Body: `{"title":"Unauthenticated","detail":"You did not pass a valid authentication token","status":401}`, Code: protocol.CodeProviderRejected},
@@ -105,4 +108,36 @@ func respondReplicate(s providertest.Scenario, w http.ResponseWriter, r *http.Re
 		providertest.InvalidUTF8: `["` + providertest.InvalidUTF8Text + `"]`,
 	}[s]
 	_, _ = fmt.Fprint(w, predictionJSON(server, "succeeded", output))
+}
+
+// echoFields are what a prediction object holds that the adapter may surface: its id,
+// model and version, its logs (progress) and its output. Its urls are followed on the
+// endpoint's origin whatever they hold, but never recorded when they hold the
+// credential (TestRemoteJobRecorded).
+var echoFields = []string{"id", "model", "version", "logs", "output"}
+
+// echoAnswer creates a prediction and answers its polls with it succeeded, with echo in
+// field (see providertest.Wire.EchoAnswer).
+func echoAnswer(field, echo string, w http.ResponseWriter, r *http.Request) {
+	v := map[string]string{"id": "ufawqhfynnddngldkgtslldrkq", "model": "meta/meta-llama-3-8b-instruct", "version": "dp-4d9b8a",
+		"logs": "loading weights", "output": "Hello"}
+	if field != "" {
+		v[field] = echo
+	}
+	q := func(s string) string { b, _ := json.Marshal(s); return string(b) }
+	status, output := "starting", ""
+	if r.Method == http.MethodGet {
+		status, output = "succeeded", `,"output":[`+q(v["output"])+`],"completed_at":"2024-05-01T12:00:02.000Z","metrics":{"predict_time":1.5}`
+	}
+	if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/cancel") {
+		status = "canceled"
+	}
+	get := "http://" + r.Host + "/v1/predictions/ufawqhfynnddngldkgtslldrkq"
+	w.Header().Set("Content-Type", "application/json")
+	if r.Method == http.MethodPost {
+		w.WriteHeader(http.StatusCreated)
+	}
+	_, _ = fmt.Fprint(w, `{"id":`+q(v["id"])+`,"model":`+q(v["model"])+`,"version":`+q(v["version"])+`,"input":{"prompt":"Say hello"},`+
+		`"logs":`+q(v["logs"])+`,"error":null,"status":"`+status+`","created_at":"2024-05-01T12:00:00.000Z",`+
+		`"urls":{"get":`+q(get)+`,"cancel":`+q(get+"/cancel")+`}`+output+`}`)
 }
