@@ -16,6 +16,7 @@ import (
 	"github.com/switchboard-dev/switchboard/runtime/httpapi"
 	"github.com/switchboard-dev/switchboard/runtime/protocol"
 	"github.com/switchboard-dev/switchboard/runtime/providers/openai"
+	"github.com/switchboard-dev/switchboard/runtime/providers/providerhttp"
 	"github.com/switchboard-dev/switchboard/runtime/routing"
 )
 
@@ -52,7 +53,8 @@ func BenchmarkStreamedExecution(b *testing.B) {
 		Capabilities: routing.CapsOf(protocol.CapInputText, protocol.CapOutputText, protocol.CapStreaming), Weight: 100,
 	}}))
 	providers := map[string]engine.Provider{}
-	openai.Register(providers)
+	// The upstream listens on loopback, which only a fence allowing it reaches.
+	openai.Register(providers, openai.WithHTTPClient(providerhttp.NewClient(providerhttp.Fence{AllowLoopback: true})))
 	eng := engine.New(engine.Config{Store: store, Table: holder, Providers: providers, MaxConcurrent: 1 << 16})
 	b.Cleanup(func() { _ = eng.Close() })
 	srv := httptest.NewServer(httpapi.NewServer(httpapi.Config{Engine: eng, Store: store}))

@@ -28,6 +28,7 @@ import (
 	"github.com/switchboard-dev/switchboard/runtime/httpapi"
 	"github.com/switchboard-dev/switchboard/runtime/protocol"
 	"github.com/switchboard-dev/switchboard/runtime/providers/openai"
+	"github.com/switchboard-dev/switchboard/runtime/providers/providerhttp"
 	"github.com/switchboard-dev/switchboard/runtime/routing"
 	"github.com/switchboard-dev/switchboard/runtime/telemetry"
 )
@@ -144,7 +145,8 @@ func newWorld(t *testing.T) *world {
 	}
 	registry.Start()
 	providers := map[string]engine.Provider{}
-	openai.Register(providers)
+	// The upstream listens on loopback, which only a fence allowing it reaches.
+	openai.Register(providers, openai.WithHTTPClient(providerhttp.NewClient(providerhttp.Fence{AllowLoopback: true})))
 	eng := engine.New(engine.Config{
 		Store: store, Table: holder, Providers: providers, MaxConcurrent: 1 << 16,
 		Logger: log.WithName("engine"), Observer: metrics.Engine(), Tracer: tracer,

@@ -22,6 +22,7 @@ import (
 	"github.com/switchboard-dev/switchboard/runtime/engine/enginetest"
 	"github.com/switchboard-dev/switchboard/runtime/protocol"
 	"github.com/switchboard-dev/switchboard/runtime/providers/anthropic"
+	"github.com/switchboard-dev/switchboard/runtime/providers/providerhttp"
 	"github.com/switchboard-dev/switchboard/runtime/routing"
 )
 
@@ -173,6 +174,11 @@ type result struct {
 	elapsed time.Duration
 }
 
+// loopback is the client of the tests' adapters: their fake upstreams listen on
+// loopback, which the shared client's fence refuses (spec/modeldeployments.md,
+// "Endpoint").
+var loopback = providerhttp.NewClient(providerhttp.Fence{AllowLoopback: true})
+
 // run executes one attempt on d with req and checks what every attempt must satisfy: the
 // error, if any, is a *protocol.Error with a known code; and the credential appears in no
 // event, error, log line, request body or header other than x-api-key.
@@ -187,7 +193,7 @@ func run(t *testing.T, d *routing.Deployment, req *protocol.Request) result {
 func runCtx(t *testing.T, ctx context.Context, d *routing.Deployment, req *protocol.Request) result {
 	t.Helper()
 	var logs enginetest.LogSink
-	ad, err := anthropic.New(d, anthropic.WithLogger(logs.Logger()))
+	ad, err := anthropic.New(d, anthropic.WithLogger(logs.Logger()), anthropic.WithHTTPClient(loopback))
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}

@@ -64,9 +64,13 @@ type options struct {
 	clock  func() time.Time
 }
 
-// WithHTTPClient makes the adapter send its requests with c (tests use it to reach an
-// httptest server). The adapter never follows redirects, whatever c's CheckRedirect says:
-// a redirect would carry the Authorization header (a bearer API key) to another location.
+// WithHTTPClient makes the adapter send its requests with c instead of the shared
+// provider client (providerhttp.Client). The adapter never follows redirects, whatever
+// c's CheckRedirect says: a redirect would carry the Authorization header (a bearer API
+// key) to another location.
+// The endpoint fence is the client's dialer's: the binary passes providerhttp.NewClient
+// (loopback per --allow-loopback-endpoints); the shared client refuses loopback; a client
+// built otherwise (a test's) dials as its transport does.
 func WithHTTPClient(c *http.Client) Option {
 	return func(o *options) { o.client = c }
 }

@@ -27,7 +27,7 @@ func TestFallbackThroughEngine(t *testing.T) {
 	second.Ref.Name, second.Priority = "second", 0
 
 	providers := map[string]engine.Provider{}
-	bedrock.Register(providers, bedrock.WithClock(func() time.Time { return signingTime }))
+	bedrock.Register(providers, bedrock.WithHTTPClient(loopback), bedrock.WithClock(func() time.Time { return signingTime }))
 	h := enginetest.NewHarness(t, engine.Config{Providers: providers}, first, second)
 
 	req := decode(t, `{"ability":"chat","input":[{"type":"text","text":"Weather in Paris?"},

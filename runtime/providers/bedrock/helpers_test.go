@@ -22,6 +22,7 @@ import (
 	"github.com/switchboard-dev/switchboard/runtime/engine/enginetest"
 	"github.com/switchboard-dev/switchboard/runtime/protocol"
 	"github.com/switchboard-dev/switchboard/runtime/providers/bedrock"
+	"github.com/switchboard-dev/switchboard/runtime/providers/providerhttp"
 	"github.com/switchboard-dev/switchboard/runtime/routing"
 )
 
@@ -278,6 +279,11 @@ func run(t *testing.T, d *routing.Deployment, req *protocol.Request) result {
 	return runCtx(t, ctx, d, req)
 }
 
+// loopback is the client of the tests' adapters: their fake upstreams listen on
+// loopback, which the shared client's fence refuses (spec/modeldeployments.md,
+// "Endpoint").
+var loopback = providerhttp.NewClient(providerhttp.Fence{AllowLoopback: true})
+
 // runCtx is run with the attempt's context.
 func runCtx(t *testing.T, ctx context.Context, d *routing.Deployment, req *protocol.Request) result {
 	t.Helper()
@@ -292,8 +298,12 @@ func runWith(t *testing.T, d *routing.Deployment, req *protocol.Request, client 
 	return runClient(t, ctx, d, req, client)
 }
 
+// runClient is run on ctx sending through client, by default loopback.
 func runClient(t *testing.T, ctx context.Context, d *routing.Deployment, req *protocol.Request, client *http.Client) result {
 	t.Helper()
+	if client == nil {
+		client = loopback
+	}
 	var logs enginetest.LogSink
 	ad, err := bedrock.New(d, bedrock.WithLogger(logs.Logger()), bedrock.WithHTTPClient(client),
 		bedrock.WithClock(func() time.Time { return signingTime }))

@@ -32,6 +32,7 @@ import (
 	"github.com/switchboard-dev/switchboard/runtime/engine/enginetest"
 	"github.com/switchboard-dev/switchboard/runtime/protocol"
 	"github.com/switchboard-dev/switchboard/runtime/providers/gemini"
+	"github.com/switchboard-dev/switchboard/runtime/providers/providerhttp"
 	"github.com/switchboard-dev/switchboard/runtime/routing"
 )
 
@@ -464,7 +465,7 @@ func run(t *testing.T, d *routing.Deployment, req *protocol.Request) result {
 func runCtx(t *testing.T, ctx context.Context, d *routing.Deployment, req *protocol.Request) result {
 	t.Helper()
 	var logs enginetest.LogSink
-	ad, err := gemini.New(d, gemini.WithLogger(logs.Logger()))
+	ad, err := gemini.New(d, gemini.WithLogger(logs.Logger()), gemini.WithHTTPClient(loopback))
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
@@ -582,12 +583,19 @@ func (w *watchingRecorder) Emit(typ protocol.EventType, data any) error {
 // execute runs one attempt of hello on d, recording into emit.
 func execute(t *testing.T, ctx context.Context, d *routing.Deployment, emit engine.Emitter) (engine.Outcome, error) {
 	t.Helper()
-	ad, err := gemini.New(d)
+	ad, err := gemini.New(d, gemini.WithHTTPClient(loopback))
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
 	return ad.Execute(ctx, engine.Attempt{ExecutionID: "exe_test", Number: 1, Request: hello(t), Deployment: d}, emit)
 }
 
-// newAdapter builds the adapter for d with the defaults.
-func newAdapter(d *routing.Deployment) (engine.Adapter, error) { return gemini.New(d) }
+// loopback is the client of the tests' adapters: their fake upstreams listen on
+// loopback, which the shared client's fence refuses (spec/modeldeployments.md,
+// "Endpoint").
+var loopback = providerhttp.NewClient(providerhttp.Fence{AllowLoopback: true})
+
+// newAdapter builds the adapter for d, sending through loopback.
+func newAdapter(d *routing.Deployment) (engine.Adapter, error) {
+	return gemini.New(d, gemini.WithHTTPClient(loopback))
+}

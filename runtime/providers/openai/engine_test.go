@@ -23,7 +23,7 @@ func TestThroughEngine(t *testing.T) {
 	second.Ref.Name, second.Provider, second.Priority = "second", openai.ProviderCompatible, 0
 
 	providers := map[string]engine.Provider{}
-	openai.Register(providers)
+	openai.Register(providers, openai.WithHTTPClient(loopback))
 	h := enginetest.NewHarness(t, engine.Config{Providers: providers}, first, second)
 
 	req := request(t, `{"ability":"chat","input":[{"type":"text","text":"Weather in Paris and Bogotá?"},

@@ -22,6 +22,7 @@ import (
 	"github.com/switchboard-dev/switchboard/runtime/engine/enginetest"
 	"github.com/switchboard-dev/switchboard/runtime/protocol"
 	"github.com/switchboard-dev/switchboard/runtime/providers/openai"
+	"github.com/switchboard-dev/switchboard/runtime/providers/providerhttp"
 	"github.com/switchboard-dev/switchboard/runtime/routing"
 )
 
@@ -194,13 +195,18 @@ type result struct {
 	logs   string
 }
 
+// loopback is the client of the tests' adapters: their fake upstreams listen on
+// loopback, which the shared client's fence refuses (spec/modeldeployments.md,
+// "Endpoint").
+var loopback = providerhttp.NewClient(providerhttp.Fence{AllowLoopback: true})
+
 // execute builds the adapter for d and runs one attempt of req.
 func execute(t *testing.T, ctx context.Context, d *routing.Deployment, req *protocol.Request) result {
 	t.Helper()
 	// The logger comes with the attempt's context, as the engine passes it.
 	var logs enginetest.LogSink
 	ctx = logr.NewContext(ctx, logs.Logger())
-	a, err := openai.New(d)
+	a, err := openai.New(d, openai.WithHTTPClient(loopback))
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}

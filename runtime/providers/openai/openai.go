@@ -48,6 +48,9 @@ type config struct {
 // client (providerhttp.Client). The attempt's context still governs every request; c
 // should have no overall Timeout, or long generations are cut. Redirects are refused
 // whatever c's policy says, so the Authorization header never follows one.
+// The endpoint fence is the client's dialer's: the binary passes providerhttp.NewClient
+// (loopback per --allow-loopback-endpoints); the shared client refuses loopback; a client
+// built otherwise (a test's) dials as its transport does.
 func WithHTTPClient(c *http.Client) Option {
 	return func(cfg *config) {
 		if c != nil {

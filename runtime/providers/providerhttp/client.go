@@ -2,52 +2,30 @@ package providerhttp
 
 import (
 	"context"
-	"net"
 	"net/http"
 	"net/url"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/go-logr/logr"
 )
 
-// sharedClient is the one HTTP client of every adapter. The engine builds an adapter per
-// attempt (so a rotated credential takes effect at the next one), and a client per
-// attempt would throw away pooled connections.
-//
-// It bounds connecting, TLS and idle time but sets no overall timeout and no
-// response-header timeout — a non-streaming answer arrives only when the model has
-// finished — so the attempt's context (cancellation, execution deadline, the
-// deployment's attemptTimeout) governs how long a call runs. Keep-alive connections are
-// pooled generously per host: a gateway sends many concurrent calls to few hosts, and a
-// TLS handshake per call would dominate the added latency (spec/performance.md).
-var sharedClient = sync.OnceValue(func() *http.Client {
-	dialer := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}
-	return &http.Client{
-		Transport: &http.Transport{
-			Proxy:                 http.ProxyFromEnvironment,
-			DialContext:           dialer.DialContext,
-			ForceAttemptHTTP2:     true,
-			TLSHandshakeTimeout:   10 * time.Second,
-			ExpectContinueTimeout: time.Second,
-			IdleConnTimeout:       90 * time.Second,
-			MaxIdleConns:          256,
-			MaxIdleConnsPerHost:   64,
-		},
-		CheckRedirect: refuseRedirect,
-	}
-})
+// sharedClient is the client of adapters given none (WithHTTPClient): NewClient with
+// the strict fence, loopback refused. The engine builds an adapter per attempt (so a
+// rotated credential takes effect at the next one), and a client per attempt would throw
+// away pooled connections.
+var sharedClient = sync.OnceValue(func() *http.Client { return NewClient(Fence{}) })
 
 // refuseRedirect keeps a 3xx as the response. An endpoint that redirects is
 // misconfigured, and following it would resend the credential header elsewhere; the 3xx
 // then maps to provider_rejected like any other unexpected status.
 func refuseRedirect(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 
-// Client returns the client an adapter sends its requests with: c when given (a test's
-// client, or an operator's custom transport), else the shared client. Either way
-// redirects are refused — c is copied shallowly, sharing its transport, with only the
-// redirect policy replaced.
+// Client returns the client an adapter sends its requests with: c when given (the
+// binary's NewClient, a test's client), else the shared client, whose fence refuses
+// loopback. A given client dials as its transport does: only NewClient's apply a Fence.
+// Either way redirects are refused — c is copied shallowly, sharing its transport, with
+// only the redirect policy replaced.
 func Client(c *http.Client) *http.Client {
 	if c == nil {
 		return sharedClient()

@@ -18,7 +18,9 @@ func TestClientRefusesRedirects(t *testing.T) {
 	redirect := httptest.NewServer(http.RedirectHandler(target.URL, http.StatusTemporaryRedirect))
 	defer redirect.Close()
 
-	for name, c := range map[string]*http.Client{"shared": Client(nil), "caller's": Client(redirect.Client())} {
+	// The test servers listen on loopback, which only a fence allowing it reaches.
+	loopback := NewClient(Fence{AllowLoopback: true})
+	for name, c := range map[string]*http.Client{"fenced": Client(loopback), "caller's": Client(redirect.Client())} {
 		resp, err := c.Get(redirect.URL)
 		if err != nil {
 			t.Fatalf("%s client: %v", name, err)

@@ -1,7 +1,10 @@
-// Package providerhttp holds what every HTTP provider adapter shares: mapping a provider's
-// HTTP failure (status, error type/code, retry headers) to a portable protocol.Error
-// (spec/http-api.md, "Errors"), and fixed, content-free messages for transport failures. Adapters add
-// only their provider-specific rules (which error types mean quota, which mean a refusal).
+// Package providerhttp holds what every HTTP provider adapter shares: the client and its
+// endpoint fence (Fence, NewClient; spec/modeldeployments.md, "Endpoint"), mapping a
+// provider's HTTP failure (status, error type/code, retry headers) to a portable
+// protocol.Error (spec/http-api.md, "Errors"), fixed, content-free messages for transport
+// failures, and the one screening rule for what adapters copy from an answer (Identifier,
+// ToolName). Adapters add only their provider-specific rules (which error types mean
+// quota, which mean a refusal).
 package providerhttp
 
 import (
@@ -219,10 +222,13 @@ func Cause(err error) error {
 
 // TransportError maps an error from sending the request or reading the response (not an
 // HTTP status) to a portable error, with a fixed message: the Go error text may contain
-// the endpoint URL and is never surfaced. ctx is the attempt's context: when it ended,
-// the engine decides between cancelled, deadline and attempt timeout, so the error here
-// only needs to be retryable.
+// the endpoint URL and is never surfaced. A dial the Fence refused is Refused. ctx is
+// the attempt's context: when it ended, the engine decides between cancelled, deadline
+// and attempt timeout, so the error here only needs to be retryable.
 func TransportError(ctx context.Context, provider string, err error) *protocol.Error {
+	if IsRefused(err) {
+		return Refused(provider)
+	}
 	if ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded) {
 		e := protocol.NewError(protocol.CodeProviderTimeout, "the provider did not answer in time")
 		e.ProviderError = &protocol.ProviderError{Provider: provider}

@@ -23,6 +23,7 @@ import (
 	"github.com/switchboard-dev/switchboard/runtime/engine"
 	"github.com/switchboard-dev/switchboard/runtime/engine/enginetest"
 	"github.com/switchboard-dev/switchboard/runtime/protocol"
+	"github.com/switchboard-dev/switchboard/runtime/providers/providerhttp"
 	"github.com/switchboard-dev/switchboard/runtime/routing"
 )
 
@@ -74,6 +75,7 @@ func RunConformance(t *testing.T, w Wire) {
 	}
 	t.Run("echoed identifiers", func(t *testing.T) { checkEchoedIdentifiers(t, w) })
 	t.Run("credential never prints", func(t *testing.T) { checkRedacted(t, w) })
+	t.Run("endpoint fence", func(t *testing.T) { checkFence(t, w) })
 	t.Run("documented errors", func(t *testing.T) { checkErrors(t, w) })
 	t.Run("redirect refused", func(t *testing.T) { checkRedirect(t, w) })
 	t.Run("cancel", func(t *testing.T) { checkCancel(t, w) })
@@ -493,6 +495,33 @@ func checkEchoedIdentifiers(t *testing.T, w Wire) {
 				}
 			}
 		})
+	}
+}
+
+// checkFence sends through providerhttp.NewClient with loopback refused (cluster mode's
+// fence) to the loopback upstream and to the cloud metadata address: each attempt fails
+// with the fence's provider_rejected, not retryable, and the upstream receives nothing —
+// the adapter maps the refused dial as every adapter does (providerhttp.TransportError).
+func checkFence(t *testing.T, w Wire) {
+	strict := providerhttp.NewClient(providerhttp.Fence{})
+	u := newUpstream(t, w, func(rw http.ResponseWriter, r *http.Request) { w.Respond(Text, rw, r) })
+	for _, endpoint := range []string{u.srv.URL, "http://169.254.169.254:80"} {
+		d := w.Subject.Deployment(endpoint)
+		a, err := w.Subject.New(d, strict)
+		if err != nil {
+			t.Fatalf("New: %v", err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), attemptTimeout)
+		at := engine.Attempt{ExecutionID: "exe_conformance", Number: 1, Request: decode(t, textRequest), Deployment: d, CleanupGrace: cleanupGrace}
+		_, err = a.Execute(ctx, at, &enginetest.Recorder{Context: ctx})
+		cancel()
+		var pe *protocol.Error
+		if !errors.As(err, &pe) || pe.Code != protocol.CodeProviderRejected || pe.Retryable || pe.Message != providerhttp.RefusedMessage {
+			t.Errorf("an attempt on %s through the strict fence returned %v, want the fence's provider_rejected", endpoint, err)
+		}
+	}
+	if n := len(u.requests()); n != 0 {
+		t.Errorf("the loopback upstream received %d requests, want none", n)
 	}
 }
 

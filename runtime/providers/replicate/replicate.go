@@ -82,6 +82,9 @@ type options struct {
 // client, providerhttp.Client). The adapter uses a copy that does not follow redirects,
 // so a redirect can never carry the credential to another origin; the client's
 // Transport and Timeout are kept.
+// The endpoint fence is the client's dialer's: the binary passes providerhttp.NewClient
+// (loopback per --allow-loopback-endpoints); the shared client refuses loopback; a client
+// built otherwise (a test's) dials as its transport does.
 func WithHTTPClient(c *http.Client) Option {
 	return func(o *options) {
 		if c != nil {
