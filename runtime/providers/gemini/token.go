@@ -64,6 +64,9 @@ type tokenEntry struct {
 	// oauth2.ReuseTokenSource), so it is not wrapped again.
 	src   oauth2.TokenSource
 	keyID string // private_key_id, to scrub echoes of it
+	// fenced notes a token request the endpoint fence refused: the oauth2 library
+	// reports transport errors as text only.
+	fenced *fenceWitness
 	// last is the token src last returned, read without calling src on the hot path.
 	last atomic.Pointer[oauth2.Token]
 	// fetch lets at most one call of src run at a time for this key: attempts that find
@@ -96,12 +99,17 @@ func (c *tokenCache) entry(keyJSON string, client *http.Client) (*tokenEntry, bo
 	}
 	tc := *client
 	tc.Timeout = tokenFetchTimeout
+	fenced := &fenceWitness{base: tc.Transport}
+	if fenced.base == nil {
+		fenced.base = http.DefaultTransport
+	}
+	tc.Transport = fenced
 	ctx := context.WithValue(context.Background(), oauth2.HTTPClient, &tc)
 	creds, err := google.CredentialsFromJSONWithType(ctx, []byte(keyJSON), google.ServiceAccount, vertexScope)
 	if err != nil {
 		return nil, false
 	}
-	e := &tokenEntry{sum: sum, src: creds.TokenSource, keyID: key.PrivateKeyID, lastUsed: now}
+	e := &tokenEntry{sum: sum, src: creds.TokenSource, keyID: key.PrivateKeyID, fenced: fenced, lastUsed: now}
 
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -155,7 +163,11 @@ func (e *tokenEntry) token(ctx context.Context, provider string, log logr.Logger
 		return t.AccessToken, nil
 	}
 	done := e.fetch.DoChan("", func() (any, error) {
+		e.fenced.refused.Store(false)
 		t, err := e.src.Token()
+		if err != nil && e.fenced.refused.Load() {
+			err = errTokenURIFenced
+		}
 		if err == nil && t != nil && t.AccessToken != "" && providerhttp.HeaderSafe(t.AccessToken) && !t.Expiry.IsZero() {
 			e.last.Store(t)
 		}
@@ -177,18 +189,43 @@ func (e *tokenEntry) token(ctx context.Context, provider string, log logr.Logger
 	}
 }
 
-// tokenFailure maps a failed token request: a 4xx from the token endpoint (other than
-// 408 and 429) means the key was refused — revoked, disabled, or for another audience —
-// which is an operator problem and provider_rejected; anything else (5xx, a network
-// failure, an unreadable answer) is provider_unavailable and retryable.
+// fenceWitness is the token requests' transport: base, noting a request whose dial the
+// endpoint fence refused (spec/modeldeployments.md, "Endpoint"). The oauth2 library
+// turns transport errors into text, so the refusal would otherwise look like an outage.
+// An entry's fetches run one at a time (tokenEntry.fetch), each resetting it first.
+type fenceWitness struct {
+	base    http.RoundTripper
+	refused atomic.Bool
+}
+
+func (w *fenceWitness) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := w.base.RoundTrip(r)
+	if providerhttp.IsRefused(err) {
+		w.refused.Store(true)
+	}
+	return resp, err
+}
+
+// errTokenURIFenced is a token request the endpoint fence refused.
+var errTokenURIFenced = errors.New("gemini: the token endpoint is refused by the endpoint fence")
+
+// tokenFailure maps a failed token request: a token_uri the endpoint fence refuses is
+// the fence's provider_rejected, the same as for a model endpoint; a 4xx from the token
+// endpoint (other than 408 and 429) means the key was refused — revoked, disabled, or
+// for another audience — which is an operator problem and provider_rejected; anything
+// else (5xx, a network failure, an unreadable answer) is provider_unavailable and
+// retryable.
 func tokenFailure(ctx context.Context, provider string, err error, log logr.Logger) *protocol.Error {
 	status := 0
 	var re *oauth2.RetrieveError
 	if errors.As(err, &re) && re.Response != nil {
 		status = re.Response.StatusCode
 	}
-	log.Info("Provider token request failed", "status", status, "contextDone", ctx.Err() != nil)
+	fenced := errors.Is(err, errTokenURIFenced)
+	log.Info("Provider token request failed", "status", status, "fenced", fenced, "contextDone", ctx.Err() != nil)
 	switch {
+	case fenced:
+		return providerhttp.Refused(provider)
 	case ctx.Err() != nil:
 		return providerhttp.TransportError(ctx, provider, err)
 	case status >= 400 && status < 500 && status != http.StatusRequestTimeout && status != http.StatusTooManyRequests:
@@ -252,7 +289,9 @@ func parseServiceAccountKey(raw []byte) (serviceAccountKey, bool) {
 
 // tokenURIAllowed admits the URL the signed assertion is posted to: https with a host
 // and no user information, or http to a loopback host. A signed assertion is good for
-// an hour of tokens and must not cross a network in the clear.
+// an hour of tokens and must not cross a network in the clear. The address dialled is
+// then the endpoint fence's to judge, as a model endpoint's is (loopback only where
+// loopback endpoints are allowed; never link-local or metadata addresses).
 func tokenURIAllowed(raw string) bool {
 	u, err := url.Parse(raw)
 	if err != nil || u.Host == "" || u.User != nil {

@@ -3,6 +3,7 @@ package gemini_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"runtime"
 	"strings"
@@ -11,7 +12,9 @@ import (
 	"time"
 
 	"github.com/switchboard-dev/switchboard/runtime/engine"
+	"github.com/switchboard-dev/switchboard/runtime/engine/enginetest"
 	"github.com/switchboard-dev/switchboard/runtime/protocol"
+	"github.com/switchboard-dev/switchboard/runtime/providers/gemini"
 	"github.com/switchboard-dev/switchboard/runtime/routing"
 )
 
@@ -279,4 +282,42 @@ func flatten(h http.Header) []string {
 		out = append(out, vs...)
 	}
 	return out
+}
+
+// TestVertexTokenURIFenced: the token exchange dials through the adapter's client, so
+// a token_uri the endpoint fence refuses — link-local, cloud metadata, or loopback while
+// loopback is not allowed (the shared client's fence, cluster mode's) — ends the attempt
+// as provider_rejected with one message whatever the address, before anything is sent:
+// the loopback token server and the model endpoint see no request.
+func TestVertexTokenURIFenced(t *testing.T) {
+	ts := newTokenServer(t)
+	up := newUpstream(t, http.StatusOK, "generate_text.json")
+	var first *protocol.Error
+	for i, uri := range []string{ts.URL + "/token", "https://169.254.169.254/token", "https://[fd00:ec2::254]:8443/token", "https://[fe80::1]/token"} {
+		sa := newServiceAccount(t, 0, fmt.Sprintf("sbkey%dfence", i), uri)
+		d := vertexDeployment(up.URL, sa)
+		ad, err := gemini.New(d) // the shared client: loopback refused
+		if err != nil {
+			t.Fatalf("New: %v", err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_, err = ad.Execute(ctx, engine.Attempt{ExecutionID: "exe_test", Number: 1, Request: hello(t), Deployment: d}, &enginetest.Recorder{})
+		cancel()
+		var pe *protocol.Error
+		if !errors.As(err, &pe) || pe.Code != protocol.CodeProviderRejected || pe.Retryable || !errors.Is(err, engine.ErrNotSent) {
+			t.Errorf("token_uri %s: Execute = %v, want provider_rejected before anything was sent", uri, err)
+			continue
+		}
+		if first == nil {
+			first = pe
+		} else if pe.Message != first.Message {
+			t.Errorf("token_uri %s: message %q, want every refusal's %q", uri, pe.Message, first.Message)
+		}
+	}
+	if n := ts.count(); n != 0 {
+		t.Errorf("the loopback token server answered %d requests, want none", n)
+	}
+	if n := len(up.requests()); n != 0 {
+		t.Errorf("the model endpoint got %d requests, want none", n)
+	}
 }
