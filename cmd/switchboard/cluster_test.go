@@ -435,8 +435,9 @@ type clusterRuntime struct {
 }
 
 // startInCluster runs the binary in cluster mode (no --manifests) as the manager's
-// ServiceAccount, at the most verbose log level, and waits for /readyz; args are added
-// to its flags. The kubeconfig is given by $KUBECONFIG, which the binary's configuration
+// ServiceAccount, at the most verbose log level, with loopback endpoints allowed (the
+// demo provider listens on loopback), and waits for /readyz; args are added to its
+// flags. The kubeconfig is given by $KUBECONFIG, which the binary's configuration
 // loading (controller-runtime's GetConfig) reads: the binary has no --kubeconfig flag.
 func startInCluster(tb testing.TB, w *kubeWorld, label string, args ...string) *clusterRuntime {
 	tb.Helper()
@@ -458,7 +459,7 @@ func startInClusterAs(tb testing.TB, id clusterIdentity, label string, args ...s
 	r := &clusterRuntime{label: label, api: freeAddr(tb), probe: freeAddr(tb), metrics: freeAddr(tb)}
 	flags := []string{"--leader-elect=false", "--runtime-bind-address", r.api,
 		"--health-probe-bind-address", r.probe, "--metrics-bind-address", r.metrics,
-		"--cleanup-grace", "1s", "--shutdown-grace", "1s", "--zap-log-level", "10"}
+		"--cleanup-grace", "1s", "--shutdown-grace", "1s", "--zap-log-level", "10", "--allow-loopback-endpoints"}
 	cmd := exec.Command(filepath.Join(binDir, "switchboard"), append(flags, args...)...)
 	cmd.Env = append(withoutEnv(os.Environ(), "KUBECONFIG", "KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT", "POD_NAMESPACE"),
 		"KUBECONFIG="+id.kubeconfig)

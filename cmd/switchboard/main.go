@@ -95,6 +95,7 @@ type options struct {
 	maxPerPrincipal int
 	metricsSecure   bool
 	otelEndpoint    string
+	allowLoopback   bool
 	watchNamespaces []string
 	zap             zap.Options
 	version         bool
@@ -141,6 +142,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.BoolVar(&o.metricsSecure, "metrics-secure", true, "In cluster mode, serve /metrics over TLS to callers whose token RBAC allows get on /metrics; false serves plain HTTP.")
 	fs.StringVar(&o.otelEndpoint, "otel-endpoint", "", "Base URL of the OTLP endpoint to export traces to, e.g. http://otel-collector:4318 (spans go to its /v1/traces); default: $OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or $OTEL_EXPORTER_OTLP_ENDPOINT; none of them: tracing is off.")
 	fs.DurationVar(&o.retention, "retention", 0, "How long terminal executions are kept (default 1h for memory, 24h for redis).")
+	fs.BoolVar(&o.allowLoopback, "allow-loopback-endpoints", false, "Let provider endpoints and token endpoints resolve to loopback (127.0.0.0/8, ::1). Default: true in standalone mode (--manifests), false in cluster mode. Link-local, cloud metadata, multicast and unspecified addresses are never dialled (spec/modeldeployments.md).")
 	o.zap.BindFlags(fs)
 	fs.BoolVar(&o.version, "version", false, "Print the version, commit, build date and Go version, and exit.")
 	if err := fs.Parse(args); err != nil {
@@ -151,6 +153,12 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	}
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected arguments: %q", fs.Args())
+	}
+	loopbackSet := false
+	fs.Visit(func(f *flag.Flag) { loopbackSet = loopbackSet || f.Name == "allow-loopback-endpoints" })
+	if !loopbackSet {
+		// Standalone manifests are the operator's; cluster ones any namespace's writer's.
+		o.allowLoopback = o.manifests != ""
 	}
 	if o.idempotencyTTL < 24*time.Hour {
 		return nil, fmt.Errorf("--idempotency-ttl must be at least 24h, got %s", o.idempotencyTTL)
@@ -249,7 +257,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	eng := engine.New(engine.Config{
 		Store:           store,
 		Table:           holder,
-		Providers:       providers(),
+		Providers:       providers(o.allowLoopback),
 		MaxConcurrent:   o.maxConcurrent,
 		MaxPerPrincipal: o.maxPerPrincipal,
 		CleanupGrace:    o.cleanupGrace,
