@@ -6,7 +6,7 @@
 //     answers each Scenario with the provider's documented bytes (conformance.go lists
 //     the scenarios and what each expects; suite.go runs them). It also echoes every
 //     part of the credential in every identifier of an answer (Wire.EchoAnswer), prints
-//     the adapter with every fmt verb (CheckRedacted), sends through the strict endpoint
+//     the adapter with every fmt verb and as JSON, sends through the strict endpoint
 //     fence (spec/modeldeployments.md, "Endpoint"), and includes the two checks below.
 //   - CheckEncodeAgreement: the adapter's engine.EncodeCheck admits a request exactly
 //     when Execute sends it upstream, and a refusal is the same error Execute returns
