@@ -249,12 +249,21 @@ type Lease struct {
 type Status struct {
 	Record
 	// LastSequence is the sequence of the last recorded event; 0 before the first.
+	// Sequences have no gaps, so it is also the number of recorded events.
 	LastSequence uint64
 	// Terminal reports whether the last recorded event is terminal.
 	Terminal bool
 	// UpdatedAt is the Timestamp of the last recorded event, or CreatedAt before the
 	// first, so that every replica reports the same value.
 	UpdatedAt time.Time
+	// Output reports whether an output or tool event (protocol.EventType.IsOutput) is
+	// recorded.
+	Output bool
+	// OutputBytes is the materialized output recorded (spec/http-api.md, "Limits"):
+	// the bytes of the text of every output.delta, of the fragment of every
+	// tool.call.arguments.delta and of the result of every output.result, as their
+	// data decodes.
+	OutputBytes int64
 	// CancelRequested reports whether RequestCancel succeeded for the execution.
 	CancelRequested bool
 	// State is the execution's status as protocol.Snapshot.Apply assigns it: accepted

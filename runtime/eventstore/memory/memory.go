@@ -144,6 +144,8 @@ type execution struct {
 	snap     protocol.Snapshot
 	attempts int                   // route.selected events
 	route    *protocol.RouteStatus // of the last route.selected
+	output   bool                  // an output or tool event is stored
+	outBytes int64                 // the materialized output stored (Status.OutputBytes)
 
 	// changed is closed (and forgotten) on the next append or removal. It is made only
 	// when someone waits, so appends nobody waits for and retained executions carry no
@@ -275,6 +277,10 @@ func (s *Store) Append(_ context.Context, fence eventstore.Fence, ev protocol.Ev
 		e.attempts++
 		e.route = route
 	}
+	if ev.Type.IsOutput() {
+		e.output = true
+		e.outBytes += outputBytes(&ev)
+	}
 	e.events = append(e.events, entry{ts: ev.Timestamp, typ: ev.Type, data: e.keep(ev.Data)})
 	e.updatedAt = ev.Timestamp
 	if ev.Type.Terminal() {
@@ -323,6 +329,29 @@ func routeOf(ev *protocol.Event) (*protocol.RouteStatus, error) {
 	return &protocol.RouteStatus{Deployment: d.Deployment, Provider: d.Provider, Model: d.Model}, nil
 }
 
+// outputBytes is the materialized output ev, an output or tool event that Apply has
+// folded, adds (Status.OutputBytes). Its data decodes, as Apply has just found; Apply
+// keeps what it decoded to itself, so this decodes it a second time (a delta in its
+// usual form: one scan, no allocation).
+//
+//go:noinline
+func outputBytes(ev *protocol.Event) int64 {
+	switch ev.Type {
+	case protocol.EventOutputDelta:
+		d, _ := protocol.DecodeDelta(ev.Data)
+		return int64(len(d.Text))
+	case protocol.EventToolCallArgsDelta:
+		var d protocol.ToolCallArgsDeltaData
+		_ = protocol.UnmarshalData(ev.Data, &d)
+		return int64(len(d.Delta))
+	case protocol.EventOutputResult:
+		var d protocol.OutputResultData
+		_ = protocol.UnmarshalData(ev.Data, &d)
+		return int64(len(d.Result))
+	}
+	return 0
+}
+
 // terminate ends e after its terminal event was stored: it keeps e for the retention,
 // compacted, wakes its cancel watchers and takes it out of the orphan index. The caller
 // holds e.mu.
@@ -356,6 +385,8 @@ func (s *Store) Get(_ context.Context, id string) (eventstore.Status, error) {
 		LastSequence:    uint64(len(e.events)),
 		Terminal:        e.terminal,
 		UpdatedAt:       e.updatedAt,
+		Output:          e.output,
+		OutputBytes:     e.outBytes,
 		CancelRequested: e.cancelRequested,
 		State:           e.snap.Status,
 		Attempts:        e.attempts,

@@ -148,7 +148,9 @@ return lease(1)
 //
 // The fold writes only what the event changes, each with a command whose cost is that
 // of the change: APPEND to the text of one output index or the arguments of one call,
-// HSET of small fields, RPUSH of one event's usage or artifacts. Tool calls are numbered
+// HSET of small fields, RPUSH of one event's usage or artifacts. An output or tool
+// event also adds its output bytes to output_bytes in the meta hash, which it creates:
+// the field's presence tells that output was recorded. Tool calls are numbered
 // in the meta hash (tool_calls); a call's entry in the calls hash packs "<number>
 // <index> <order> <name>", where order is the sequence of the event that last
 // (re)inserted it, which is how protocol.Snapshot.Apply orders calls of equal index.
@@ -170,7 +172,7 @@ return lease(1)
 // (see hub.go, which hands it to readers).
 var appendScript = goredis.NewScript(nowMS + orphanExpiry +
 	"local max_carried = " + strconv.Itoa(maxCarriedBytes) + "\n" + `
-local state = redis.call('HMGET', KEYS[1], 'last_sequence', 'terminal', 'lease_fence', 'orphan_expires')
+local state = redis.call('HMGET', KEYS[1], 'last_sequence', 'terminal', 'lease_fence', 'orphan_expires', 'output_bytes')
 if not state[1] then
   return -1
 end
@@ -210,7 +212,24 @@ if data then
 else
   redis.call('XADD', KEYS[2], ARGV[1] .. '-0', 'type', ARGV[2], 'timestamp', ARGV[3])
 end
-redis.call('HSET', KEYS[1], 'last_sequence', ARGV[1], 'updated_at', ARGV[3], 'state', ARGV[13])
+-- The output bytes an output or tool event adds: the length of its text, fragment or
+-- result.
+local out = false
+if op == 'text' then
+  out = #ARGV[17]
+elseif op == 'args' then
+  out = #ARGV[16]
+elseif op == 'result' then
+  out = #ARGV[15]
+elseif op == 'start' then
+  out = 0
+end
+if out then
+  redis.call('HSET', KEYS[1], 'last_sequence', ARGV[1], 'updated_at', ARGV[3], 'state', ARGV[13],
+    'output_bytes', ms(tonumber(state[5] or '0') + out))
+else
+  redis.call('HSET', KEYS[1], 'last_sequence', ARGV[1], 'updated_at', ARGV[3], 'state', ARGV[13])
+end
 
 local base = ARGV[11]
 local created = {} -- keys beyond meta, stream and keys the fold may have created

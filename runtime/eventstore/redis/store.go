@@ -15,7 +15,8 @@
 //	                          Redis clock, lease_token of the Acquire that took it),
 //	                          remote, and the fold of the events: state, attempts,
 //	                          route (JSON), error (JSON), finish_reason, result,
-//	                          tool_calls (calls numbered so far)
+//	                          tool_calls (calls numbered so far), output_bytes
+//	                          (present once output was recorded)
 //	<prefix>{<id>}:events     stream: one entry per event, id <sequence>-0,
 //	                          fields type, timestamp, data
 //	<prefix>{<id>}:parts      hash: output index → part type
@@ -496,7 +497,7 @@ func (s *Store) Get(ctx context.Context, id string) (eventstore.Status, error) {
 	}
 	vals, err := s.client.HMGet(ctx, s.metaKey(id), "last_sequence", "created_at", "updated_at",
 		"terminal", "cancel_requested", "info", "state", "attempts", "route", "error",
-		"idempotency_key", "remote", "lease_owner", "lease_fence", "lease_expires").Result()
+		"idempotency_key", "remote", "lease_owner", "lease_fence", "lease_expires", "output_bytes").Result()
 	if err != nil {
 		return eventstore.Status{}, s.fail(err, "get execution %s", id)
 	}
@@ -533,6 +534,10 @@ func (s *Store) Get(ctx context.Context, id string) (eventstore.Status, error) {
 	}
 	if failure, ok := vals[9].(string); ok && err == nil {
 		err = json.Unmarshal([]byte(failure), &st.Error)
+	}
+	if out, ok := vals[15].(string); ok && err == nil {
+		st.Output = true
+		st.OutputBytes, err = strconv.ParseInt(out, 10, 64)
 	}
 	if err == nil {
 		st.Lease, err = decodeLease(vals[12:15])

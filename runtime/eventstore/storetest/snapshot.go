@@ -83,7 +83,8 @@ func checkFold(t *testing.T, h Harness, id string, last uint64) {
 			t.Errorf("%s: Snapshot after %d events (-Materialize +got):\n%s", name, last, diff)
 		}
 		st := status(t, s, id)
-		gotStatus := eventstore.Status{LastSequence: st.LastSequence, State: st.State, Attempts: st.Attempts, Route: st.Route, Error: st.Error}
+		gotStatus := eventstore.Status{LastSequence: st.LastSequence, State: st.State, Attempts: st.Attempts,
+			Route: st.Route, Error: st.Error, Output: st.Output, OutputBytes: st.OutputBytes}
 		if diff := cmp.Diff(wantStatus, gotStatus); diff != "" {
 			t.Errorf("%s: Get after %d events (-want +got):\n%s", name, last, diff)
 		}
@@ -92,18 +93,34 @@ func checkFold(t *testing.T, h Harness, id string, last uint64) {
 
 // foldStatus folds evs into the progress fields of Status, independently of the stores:
 // the state and error as protocol.Materialize has them, attempts and route from the
-// route.selected events.
+// route.selected events, the output facts from the output and tool events.
 func foldStatus(evs []protocol.Event) eventstore.Status {
 	snap := protocol.Materialize("", evs)
 	st := eventstore.Status{LastSequence: snap.Sequence, State: snap.Status, Error: snap.Error}
 	for _, ev := range evs {
-		if ev.Type != protocol.EventRouteSelected {
-			continue
-		}
-		var d protocol.RouteSelectedData
-		if json.Unmarshal(ev.Data, &d) == nil {
-			st.Attempts++
-			st.Route = &protocol.RouteStatus{Deployment: d.Deployment, Provider: d.Provider, Model: d.Model}
+		st.Output = st.Output || ev.Type.IsOutput()
+		switch ev.Type {
+		case protocol.EventRouteSelected:
+			var d protocol.RouteSelectedData
+			if json.Unmarshal(ev.Data, &d) == nil {
+				st.Attempts++
+				st.Route = &protocol.RouteStatus{Deployment: d.Deployment, Provider: d.Provider, Model: d.Model}
+			}
+		case protocol.EventOutputDelta:
+			var d protocol.OutputDeltaData
+			if json.Unmarshal(ev.Data, &d) == nil {
+				st.OutputBytes += int64(len(d.Text))
+			}
+		case protocol.EventToolCallArgsDelta:
+			var d protocol.ToolCallArgsDeltaData
+			if json.Unmarshal(ev.Data, &d) == nil {
+				st.OutputBytes += int64(len(d.Delta))
+			}
+		case protocol.EventOutputResult:
+			var d protocol.OutputResultData
+			if json.Unmarshal(ev.Data, &d) == nil {
+				st.OutputBytes += int64(len(d.Result))
+			}
 		}
 	}
 	return st
