@@ -88,6 +88,10 @@ type Store interface {
 	// Read returns, in sequence order, the events of execution id whose sequence is
 	// greater than after, at most limit of them (limit <= 0: no limit). An empty result
 	// is not an error; an unknown execution is (ErrNotFound).
+	//
+	// A store serves a long read in steps whose size does not grow with the log, so
+	// that no read holds up the backend for the others (the Redis store reads pages of
+	// XRANGE … COUNT). The events still land in the caller's memory all at once.
 	Read(ctx context.Context, id string, after uint64, limit int) ([]protocol.Event, error)
 
 	// Wait blocks until execution id has an event with a sequence greater than after and

@@ -389,21 +389,6 @@ return {m[1], m[2], m[3], m[4], m[5], out, tc,
   redis.call('LRANGE', base .. 'artifacts', 0, -1)}
 `)
 
-// readScript returns stream entries from a first id on, in one step with the existence
-// check, so that an execution expiring between the two is never read as empty.
-//
-// KEYS: meta, stream. ARGV: first entry id, count (0: all).
-// Returns nil if the execution is unknown, else the XRANGE reply.
-var readScript = goredis.NewScript(`
-if redis.call('EXISTS', KEYS[1]) == 0 then
-  return false
-end
-if ARGV[2] == '0' then
-  return redis.call('XRANGE', KEYS[2], ARGV[1], '+')
-end
-return redis.call('XRANGE', KEYS[2], ARGV[1], '+', 'COUNT', ARGV[2])
-`)
-
 // cancelScript records a cancel request and wakes the execution's WaitCancel callers.
 //
 // KEYS: meta. ARGV: cancel channel.

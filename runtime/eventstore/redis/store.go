@@ -43,9 +43,10 @@
 //
 // # Consistency
 //
-// Create, Append, Read, Snapshot, RequestCancel, Reserve, Release, Acquire, Renew,
+// Create, Append, Snapshot, RequestCancel, Reserve, Release, Acquire, Renew,
 // ReleaseLease and SetRemote are each one Lua script: check and write (or read) in one
-// atomic step, whichever replica calls. Append checks that the execution exists, that
+// atomic step, whichever replica calls. Read is a transaction (MULTI) of EXISTS and
+// XRANGE per page of events (see Read). Append checks that the execution exists, that
 // the fence is current, that it is not terminal and that the sequence is the next one,
 // then adds the stream entry, updates the meta hash, folds the event into the
 // status fields and the snapshot keys and publishes the wake-up; the explicit entry id
@@ -568,7 +569,17 @@ func (s *Store) Snapshot(ctx context.Context, id string) (protocol.Snapshot, err
 	return snap, nil
 }
 
-// Read implements eventstore.Store.
+// Read implements eventstore.Store. It reads in pages, each one transaction of EXISTS on
+// the meta hash and XRANGE … COUNT on the stream (spec/redis.md, "Reads"), so that an
+// execution that expires during a page is never read as empty, and no command copies
+// more of a long log than one page: the first page holds at most readPage events (what
+// a stream reads at a time), every later one about readPageBytes of data, sized by the
+// largest event read so far. Events are never changed once recorded, so the pages add
+// up to the log as it was when the last of them was read.
+//
+// The pages are transactions rather than a script: Redis serves XRANGE's reply directly,
+// where a script converts every entry to a Lua value and back, which made a read of 64
+// MiB take it 0.36 s instead of 0.04 s.
 func (s *Store) Read(ctx context.Context, id string, after uint64, limit int) ([]protocol.Event, error) {
 	if s.isClosed.Load() {
 		return nil, eventstore.ErrClosed
@@ -584,23 +595,73 @@ func (s *Store) Read(ctx context.Context, id string, after uint64, limit int) ([
 		}
 		return nil, nil
 	}
-	first := strconv.FormatUint(after+1, 10) + "-0"
-	count := "0"
-	if limit > 0 {
-		count = strconv.Itoa(limit)
+	var out []protocol.Event
+	count, largest := readPage, 0
+	for {
+		if limit > 0 {
+			count = min(count, limit-len(out))
+		}
+		evs, size, err := s.readPage(ctx, id, after, count)
+		if err != nil {
+			return nil, err
+		}
+		if out == nil {
+			out = evs
+		} else {
+			out = append(out, evs...)
+		}
+		if len(evs) < count || (limit > 0 && len(out) == limit) {
+			return out, nil
+		}
+		after = evs[len(evs)-1].Sequence
+		largest = max(largest, size, 1)
+		count = min(max(readPageBytes/largest, 1), maxReadPage)
 	}
-	reply, err := readScript.Run(ctx, s.client, []string{s.metaKey(id), s.streamKey(id)}, first, count).Slice()
-	if errors.Is(err, goredis.Nil) {
-		return nil, notFound(id)
-	}
+}
+
+// Pages of Read.
+const (
+	// readPage is the size of a Read's first page: a stream's read (see httpapi) is
+	// one page, and a page of events of the largest size (protocol.MaxEventBytes) is
+	// still served in tens of milliseconds.
+	readPage = 32
+	// readPageBytes is the data a later page is sized to hold.
+	readPageBytes = 4 << 20
+	// maxReadPage bounds the events of a page of small events.
+	maxReadPage = 1024
+)
+
+// readPage reads at most count events of execution id after the given sequence, and
+// returns them with the size of the largest one's data.
+func (s *Store) readPage(ctx context.Context, id string, after uint64, count int) ([]protocol.Event, int, error) {
+	var (
+		exists  *goredis.IntCmd
+		entries *goredis.Cmd
+	)
+	_, err := s.client.TxPipelined(ctx, func(p goredis.Pipeliner) error {
+		exists = p.Exists(ctx, s.metaKey(id))
+		entries = p.Do(ctx, "XRANGE", s.streamKey(id), strconv.FormatUint(after+1, 10)+"-0", "+", "COUNT", count)
+		return nil
+	})
 	if err != nil {
-		return nil, s.fail(err, "read %s", id)
+		return nil, 0, s.fail(err, "read %s", id)
+	}
+	if exists.Val() == 0 {
+		return nil, 0, notFound(id)
+	}
+	reply, err := entries.Slice()
+	if err != nil {
+		return nil, 0, fmt.Errorf("read %s: %w", id, err)
 	}
 	evs, err := decodeEvents(id, reply)
 	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", id, err)
+		return nil, 0, fmt.Errorf("read %s: %w", id, err)
 	}
-	return evs, nil
+	largest := 0
+	for _, ev := range evs {
+		largest = max(largest, len(ev.Data))
+	}
+	return evs, largest, nil
 }
 
 // Announced implements eventstore.Announcer: the events of id after `after` that the
