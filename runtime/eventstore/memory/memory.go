@@ -166,6 +166,14 @@ const (
 	maxPayloadChunk = 16 << 10
 )
 
+// maxPacked bounds what the terminal event packs into one allocation: an execution's
+// payload chunks (compact) and its snapshot's text builders (protocol.Snapshot.Compact).
+// Packing saves their slack, up to their size when they are small, at most a quarter of
+// it beyond (a chunk of maxPayloadChunk leaves less than a quarter unused; Go grows a
+// large buffer by a quarter), and costs, while the copy is made, a second copy of all
+// of it: for the output limit's worth, 64 MiB more heap to save at most 16.
+const maxPacked = 1 << 20
+
 // keep returns a copy of data (nil for nil) in e's payload chunks. A chunk is only ever
 // appended to, and one that is full is left where the earlier copies point rather than
 // grown by moving them: so a copy costs an allocation per chunk instead of one per event.
@@ -176,7 +184,7 @@ func (e *execution) keep(data []byte) json.RawMessage {
 	if data == nil {
 		return nil
 	}
-	if len(data) > maxPayloadChunk/4 {
+	if !chunked(data) {
 		return bytes.Clone(data)
 	}
 	if len(e.payloads)+len(data) > cap(e.payloads) {
@@ -361,7 +369,9 @@ func (s *Store) terminate(e *execution) {
 	e.terminal = true
 	e.expiresAt = s.now().Add(s.retention)
 	e.compact()
-	e.snap.Compact()
+	if e.outBytes <= maxPacked {
+		e.snap.Compact()
+	}
 	e.fire()
 	s.expMu.Lock()
 	s.execExpires.add(e.expiresAt, e.rec.ID)
@@ -859,26 +869,40 @@ func (e *execution) fire() {
 	}
 }
 
-// compact packs a terminal execution's payloads into one buffer and trims the event
-// slice to its length. Nothing can be appended any more, and retained terminal
-// executions are most of the store's memory: this saves the slice's spare room and the
-// payload chunks' slack. Called with e.mu held.
+// compact trims a terminal execution's event slice to its length and packs the
+// payloads that keep copied into chunks into one buffer, when they hold at most
+// maxPacked bytes. Nothing can be appended any more, and retained terminal executions
+// are most of the store's memory: this saves the slice's spare room and the chunks'
+// slack. A payload that has an allocation of its own has no slack and stays where it
+// is. Called with e.mu held.
 func (e *execution) compact() {
 	size := 0
 	for _, en := range e.events {
-		size += len(en.data)
+		if chunked(en.data) {
+			size += len(en.data)
+		}
 	}
-	buf := make([]byte, 0, size)
+	pack := size <= maxPacked
+	var buf []byte
+	if pack {
+		buf = make([]byte, 0, size)
+	}
 	events := make([]entry, len(e.events))
 	for i, en := range e.events {
 		events[i] = en
-		if en.data != nil {
+		if pack && chunked(en.data) {
 			start := len(buf)
 			buf = append(buf, en.data...)
 			events[i].data = buf[start:len(buf):len(buf)]
 		}
 	}
 	e.events, e.payloads = events, nil
+}
+
+// chunked reports whether keep copied data into a payload chunk rather than into an
+// allocation of its own.
+func chunked(data []byte) bool {
+	return data != nil && len(data) <= maxPayloadChunk/4
 }
 
 func notFound(id string) error {

@@ -77,6 +77,49 @@ func TestBackgroundSweep(t *testing.T) {
 	}
 }
 
+// The terminal event of a large execution does not copy its payloads or its output
+// to pack them, which would make the heap hold all of them twice for a moment, whether
+// they were recorded in large events or in many small ones.
+func TestTerminalEventOfLargeExecution(t *testing.T) {
+	const output = 8 << 20
+	for _, size := range []int{64 << 10, 1 << 10} {
+		t.Run(fmt.Sprintf("deltas of %d bytes", size), func(t *testing.T) {
+			s := memory.New(memory.WithSweepInterval(0))
+			defer s.Close()
+			ctx := t.Context()
+			const id = "exe_large"
+			if _, err := s.Create(ctx, eventstore.Record{ID: id}, "", 0); err != nil {
+				t.Fatal(err)
+			}
+			delta := json.RawMessage(`{"index":0,"text":"` + strings.Repeat("x", size) + `"}`)
+			seq := uint64(0)
+			for range output / size {
+				seq++
+				if err := s.Append(ctx, eventstore.NoFence, protocol.Event{ExecutionID: id, Sequence: seq, Type: protocol.EventOutputDelta, Data: delta}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var before, after runtime.MemStats
+			runtime.GC()
+			runtime.ReadMemStats(&before)
+			end := protocol.Event{ExecutionID: id, Sequence: seq + 1, Type: protocol.EventCompleted, Data: json.RawMessage(`{}`)}
+			if err := s.Append(ctx, eventstore.NoFence, end); err != nil {
+				t.Fatal(err)
+			}
+			runtime.ReadMemStats(&after)
+			// What it may allocate is the trimmed event slice: 64 bytes an event.
+			if allocated := after.TotalAlloc - before.TotalAlloc; allocated > output/4 {
+				t.Errorf("the terminal event allocated %.1f MiB after %d MiB of output, want at most %d MiB",
+					float64(allocated)/(1<<20), output>>20, output/4>>20)
+			}
+			snap, err := s.Snapshot(ctx, id)
+			if err != nil || len(snap.Output) != 1 || len(snap.Output[0].Text) != output || snap.Status != protocol.StatusCompleted {
+				t.Errorf("snapshot after the terminal event: %d parts, %v; want the whole output, completed", len(snap.Output), err)
+			}
+		})
+	}
+}
+
 func BenchmarkAppend(b *testing.B) {
 	s := memory.New(memory.WithRetention(0), memory.WithSweepInterval(0))
 	defer s.Close()
