@@ -163,52 +163,39 @@ func permanent(err error) bool {
 // writer's sequence: writes (lifecycle events or emits) whose failure was reported
 // although they landed. This writer is the execution's only one, so every such event is
 // its own. It reports whether the last of them is an event of type typ — the write being
-// retried — or, for a terminal typ, whether any is terminal.
+// retried — or, for a terminal typ, whether any is terminal. What it catches up with
+// comes from the execution's status; only the last event is read, for its type.
 func (w *writer) resyncLocked(typ protocol.EventType) (landed bool, err error) {
 	st, err := w.store.Get(w.ctx, w.id)
+	if err != nil || !w.catchUpLocked(st) {
+		return false, err
+	}
+	if typ.Terminal() {
+		return w.terminal, nil
+	}
+	last, err := w.store.Read(w.ctx, w.id, w.seq-1, 1)
 	if err != nil {
 		return false, err
 	}
-	if st.LastSequence <= w.seq {
-		return false, nil
-	}
-	evs, err := w.store.Read(w.ctx, w.id, w.seq, 0)
-	if err != nil || len(evs) == 0 {
-		return false, err
-	}
-	for _, ev := range evs {
-		w.seq = ev.Sequence
-		if ev.Timestamp.After(w.last) {
-			w.last = ev.Timestamp
-		}
-		w.terminal = w.terminal || ev.Type.Terminal()
-		w.output = w.output || ev.Type.IsOutput()
-		w.outBytes += outputBytes(ev)
-	}
-	return evs[len(evs)-1].Type == typ || (typ.Terminal() && w.terminal), nil
+	return len(last) == 1 && last[0].Type == typ, nil
 }
 
-// outputBytes is the materialized output a recorded event holds (see encodeEvents), for
-// a writer catching up with events it did not write itself.
-func outputBytes(ev protocol.Event) int64 {
-	switch ev.Type {
-	case protocol.EventOutputDelta:
-		var d protocol.OutputDeltaData
-		if json.Unmarshal(ev.Data, &d) == nil {
-			return int64(len(d.Text))
-		}
-	case protocol.EventToolCallArgsDelta:
-		var d protocol.ToolCallArgsDeltaData
-		if json.Unmarshal(ev.Data, &d) == nil {
-			return int64(len(d.Delta))
-		}
-	case protocol.EventOutputResult:
-		var d protocol.OutputResultData
-		if json.Unmarshal(ev.Data, &d) == nil {
-			return int64(len(d.Result))
-		}
+// catchUpLocked takes the writer's progress from st, the execution's status, when the
+// store holds events beyond the writer's sequence, and reports whether it did: the
+// status carries everything the writer keeps of the events it recorded, so catching up
+// reads none of them, however many there are (the whole log of an orphan taken over).
+func (w *writer) catchUpLocked(st eventstore.Status) bool {
+	if st.LastSequence <= w.seq {
+		return false
 	}
-	return 0
+	w.seq = st.LastSequence
+	if st.UpdatedAt.After(w.last) {
+		w.last = st.UpdatedAt // the last event's timestamp: timestamps never decrease
+	}
+	w.terminal = w.terminal || st.Terminal
+	w.output = w.output || st.Output
+	w.outBytes = st.OutputBytes
+	return true
 }
 
 // appendLocked records one event at the next sequence. A non-terminal event is refused

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -227,6 +228,27 @@ type faultStore struct {
 	mu         sync.Mutex
 	append     func(ev protocol.Event, next func() error) error
 	waitCancel func(next func() error) error
+	reads      []readCall // every Read, in order
+}
+
+// readCall is one Read through a faultStore: its limit and how many events it returned.
+type readCall struct {
+	limit, events int
+}
+
+func (f *faultStore) Read(ctx context.Context, id string, after uint64, limit int) ([]protocol.Event, error) {
+	evs, err := f.Store.Read(ctx, id, after, limit)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.reads = append(f.reads, readCall{limit: limit, events: len(evs)})
+	return evs, err
+}
+
+// readCalls returns the Reads made so far.
+func (f *faultStore) readCalls() []readCall {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.reads)
 }
 
 func (f *faultStore) onAppend(h func(ev protocol.Event, next func() error) error) {

@@ -180,15 +180,11 @@ func (e *Engine) takeOver(ctx context.Context, id string) bool {
 		w:               writer{store: e.store, ctx: wctx, id: id, now: e.now, fence: lease.Fence, limits: e.limits},
 		log:             log,
 	}
-	// Catch up with what the previous owner recorded: sequence, timestamps, output.
+	// Catch up with what the previous owner recorded (sequence, timestamp, output) from
+	// the status: its events, which may be the output limit's worth, are not read.
 	x.w.mu.Lock()
-	_, err = x.w.resyncLocked("")
+	x.w.catchUpLocked(st)
 	x.w.mu.Unlock()
-	if err != nil {
-		log.Error(err, "Cannot read an orphaned execution's events; leaving it to the next sweep")
-		letGo()
-		return false
-	}
 	if x.w.seq == 0 {
 		// Its replica stopped between creating it and recording execution.accepted:
 		// record it, so that the execution's log starts as every log does.

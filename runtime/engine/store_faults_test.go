@@ -163,6 +163,39 @@ func TestTerminalWriteRetried(t *testing.T) {
 	})
 }
 
+// A write retried after a failure learns the execution's progress from its status and
+// reads at most the last event, to tell whether it is the write being retried (a
+// terminal write needs not even that): never the events after the writer's sequence
+// without a bound.
+func TestRetryReadsTheLastEventOnly(t *testing.T) {
+	const deltas = 100
+	steps := make([]step, deltas)
+	for i := range steps {
+		steps[i] = delta("x")
+	}
+	for _, typ := range []protocol.EventType{evAccepted, evCompleted} {
+		t.Run(string(typ), func(t *testing.T) {
+			a := newScript(steps...)
+			h := newHarness(t, []routing.Deployment{deployment("a")}, map[string]*script{"a": a},
+				func(c *engine.Config) { c.CleanupGrace = 2 * time.Second })
+			var calls atomic.Int64
+			h.faults.onAppend(failing(typ, 1, true, &calls))
+			evs := h.finish(h.Submit(request()).ID)
+			if n := len(evs); n != deltas+3 || evs[n-1].Type != evCompleted {
+				t.Fatalf("%d events ending with %s, want %d ending with %s", n, evs[n-1].Type, deltas+3, evCompleted)
+			}
+			if n := calls.Load(); n != 1 {
+				t.Errorf("%s written %d times, want once: it landed", typ, n)
+			}
+			for _, r := range h.faults.readCalls() {
+				if r.limit <= 0 || r.events > 1 {
+					t.Errorf("the retry read with limit %d and got %d events, want at most the last event", r.limit, r.events)
+				}
+			}
+		})
+	}
+}
+
 // racer returns success while its emit is still being recorded, and the attempt timeout
 // fires before the engine has taken the result in: the success must stand.
 type racer struct {

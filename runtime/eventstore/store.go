@@ -91,7 +91,9 @@ type Store interface {
 	//
 	// A store serves a long read in steps whose size does not grow with the log, so
 	// that no read holds up the backend for the others (the Redis store reads pages of
-	// XRANGE … COUNT). The events still land in the caller's memory all at once.
+	// XRANGE … COUNT). The events still land in the caller's memory all at once: the
+	// runtime reads with a limit, and what it needs of the whole log (where to
+	// continue after a takeover) it takes from Get.
 	Read(ctx context.Context, id string, after uint64, limit int) ([]protocol.Event, error)
 
 	// Wait blocks until execution id has an event with a sequence greater than after and
