@@ -19,8 +19,9 @@ import (
 const maxCommand = 50 * time.Millisecond
 
 // A Read of a long log, with no limit or with a limit that covers many large events,
-// is served by commands of bounded size: no single one makes Redis copy the log.
-func TestReadInBoundedCommands(t *testing.T) {
+// and a Snapshot of its large output are served by commands of bounded size: no single
+// one makes Redis copy the log or the output.
+func TestReadsInBoundedCommands(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	prefix := newPrefix(t)
@@ -28,14 +29,23 @@ func TestReadInBoundedCommands(t *testing.T) {
 	admin := newClient(t)
 	const id = "exe_long_log"
 	createAccepted(ctx, t, s, id)
-	// 32 MiB: events of the largest size an event may have, with small ones between.
-	large := `{"index":0,"text":"` + strings.Repeat("x", protocol.MaxEventBytes-64) + `"}`
+	// 32 MiB: events of the largest size an event may have, with small ones between,
+	// of text and of a tool call's arguments.
+	filler := strings.Repeat("x", protocol.MaxEventBytes-64)
 	evs := []protocol.Event{event(id, 1, protocol.EventAccepted, `{}`)}
+	add := func(typ protocol.EventType, data string) {
+		evs = append(evs, event(id, uint64(len(evs)+1), typ, data))
+	}
+	add(protocol.EventToolCallStarted, `{"index":1,"call_id":"c1","name":"f"}`)
 	for i := range 16 {
 		for range 1 + 20*(i%2) {
-			evs = append(evs, event(id, uint64(len(evs)+1), protocol.EventOutputDelta, `{"index":0,"text":"small"}`))
+			add(protocol.EventOutputDelta, `{"index":0,"text":"small"}`)
 		}
-		evs = append(evs, event(id, uint64(len(evs)+1), protocol.EventOutputDelta, large))
+		if i%4 == 3 {
+			add(protocol.EventToolCallArgsDelta, `{"call_id":"c1","delta":"`+filler+`"}`)
+		} else {
+			add(protocol.EventOutputDelta, `{"index":0,"text":"`+filler+`"}`)
+		}
 	}
 	for _, ev := range evs[1:] {
 		if err := s.Append(ctx, eventstore.NoFence, ev); err != nil {
@@ -59,9 +69,42 @@ func TestReadInBoundedCommands(t *testing.T) {
 				t.Errorf("Read(after %d, limit %d): %s", tc.after, tc.limit, diff)
 			}
 		}
+		snap, err := s.Snapshot(ctx, id)
+		if err != nil {
+			t.Fatalf("Snapshot: %v", err)
+		}
+		if diff := diffSnapshots(protocol.Materialize(id, evs), snap); diff != "" {
+			t.Errorf("Snapshot: %s", diff)
+		}
 	}) {
-		t.Errorf("Redis spent %v in one command of a Read, want at most %v: %s", cmd.Duration, maxCommand, strings.Join(cmd.Args[:min(len(cmd.Args), 5)], " "))
+		args := cmd.Args[:min(len(cmd.Args), 5)]
+		for i, a := range args {
+			args[i] = a[:min(len(a), 40)]
+		}
+		t.Errorf("Redis spent %v in one command, want at most %v: %s", cmd.Duration, maxCommand, strings.Join(args, " "))
 	}
+}
+
+// diffSnapshots describes how got differs from want in its sequence, status and
+// texts, or returns "": a diff of megabytes of text would be unreadable.
+func diffSnapshots(want, got protocol.Snapshot) string {
+	switch {
+	case got.Sequence != want.Sequence || got.Status != want.Status:
+		return fmt.Sprintf("sequence %d, %s; want %d, %s", got.Sequence, got.Status, want.Sequence, want.Status)
+	case len(got.Output) != len(want.Output) || len(got.ToolCalls) != len(want.ToolCalls):
+		return fmt.Sprintf("%d parts, %d tool calls; want %d, %d", len(got.Output), len(got.ToolCalls), len(want.Output), len(want.ToolCalls))
+	}
+	for i, p := range want.Output {
+		if got.Output[i].Text != p.Text {
+			return fmt.Sprintf("part %d has %d bytes of text, want %d, or differs", i, len(got.Output[i].Text), len(p.Text))
+		}
+	}
+	for i, c := range want.ToolCalls {
+		if got.ToolCalls[i].Arguments != c.Arguments || got.ToolCalls[i].CallID != c.CallID {
+			return fmt.Sprintf("tool call %d has %d bytes of arguments, want %d, or differs", i, len(got.ToolCalls[i].Arguments), len(c.Arguments))
+		}
+	}
+	return ""
 }
 
 // diffEvents describes the first difference between want and got, or returns "": a

@@ -358,23 +358,38 @@ return 0
 // snapshotScript reads an execution's status fields and folded output in one step, so
 // that the snapshot is that of one instant: the state after its last_sequence.
 //
-// KEYS: meta. ARGV: key base ('<prefix>{<id>}:').
+// The texts of output parts and tool calls are returned as they are while they hold
+// at most a byte budget together; a text beyond it is returned as its key and length
+// instead, for the caller to read with GETRANGE (see Store.Snapshot), so that the
+// script never copies a large output through Lua. That text is the prefix of that
+// length of what the key holds later: a text is only ever appended to.
+//
+// KEYS: meta. ARGV: key base ('<prefix>{<id>}:'), byte budget.
 // Returns nil if the execution is unknown, else {last_sequence, state, finish_reason,
 // error, result, parts, calls, usage, artifacts}: parts as (index, type, text) triples,
-// calls as (call id, packed entry, arguments) triples, usage and artifacts as lists of
-// JSON arrays (see decodeSnapshot). Missing fields are nil.
+// calls as (call id, packed entry, arguments) triples, where a text may be {key,
+// length}, usage and artifacts as lists of JSON arrays (see decodeSnapshot). Missing
+// fields are nil.
 var snapshotScript = goredis.NewScript(`
 local m = redis.call('HMGET', KEYS[1], 'last_sequence', 'state', 'finish_reason', 'error', 'result')
 if not m[1] then
   return false
 end
-local base = ARGV[1]
+local base, budget = ARGV[1], tonumber(ARGV[2])
+local function text(key)
+  local n = redis.call('STRLEN', key)
+  if n > budget then
+    return {key, n}
+  end
+  budget = budget - n
+  return redis.call('GET', key) or ''
+end
 local parts = redis.call('HGETALL', base .. 'parts')
 local out = {}
 for i = 1, #parts, 2 do
   out[#out + 1] = parts[i]
   out[#out + 1] = parts[i + 1]
-  out[#out + 1] = redis.call('GET', base .. 'text:' .. parts[i]) or ''
+  out[#out + 1] = text(base .. 'text:' .. parts[i])
 end
 local calls = redis.call('HGETALL', base .. 'calls')
 local tc = {}
@@ -382,7 +397,7 @@ for i = 1, #calls, 2 do
   local n = string.match(calls[i + 1], '^(%d+) ')
   tc[#tc + 1] = calls[i]
   tc[#tc + 1] = calls[i + 1]
-  tc[#tc + 1] = redis.call('GET', base .. 'args:' .. n) or ''
+  tc[#tc + 1] = text(base .. 'args:' .. n)
 end
 return {m[1], m[2], m[3], m[4], m[5], out, tc,
   redis.call('LRANGE', base .. 'usage', 0, -1),

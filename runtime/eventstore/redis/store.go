@@ -46,15 +46,18 @@
 // Create, Append, Snapshot, RequestCancel, Reserve, Release, Acquire, Renew,
 // ReleaseLease and SetRemote are each one Lua script: check and write (or read) in one
 // atomic step, whichever replica calls. Read is a transaction (MULTI) of EXISTS and
-// XRANGE per page of events (see Read). Append checks that the execution exists, that
-// the fence is current, that it is not terminal and that the sequence is the next one,
-// then adds the stream entry, updates the meta hash, folds the event into the
-// status fields and the snapshot keys and publishes the wake-up; the explicit entry id
-// makes Redis itself keep the stream ordered by sequence. The event's data is decoded
+// XRANGE per page of events, and Snapshot reads a large output with GETRANGE after its
+// script, so that no command copies a large log or output (see Read and Snapshot).
+// Append checks that the execution exists, that the fence is current, that it is not
+// terminal and that the sequence is the next one, then adds the stream entry, updates
+// the meta hash, folds the event into the status fields and the snapshot keys and
+// publishes the wake-up; the explicit entry id makes Redis itself keep the stream
+// ordered by sequence. The event's data is decoded
 // once, in Go, into simple operations the script applies with commands that cost what
 // the event adds (APPEND, HSET, RPUSH), never a rewrite of a growing value. So Get is
-// one HMGET and Snapshot one script, whatever the number of events. Times are stored as
-// RFC 3339 text with nanoseconds, so they read back as the same instants.
+// one HMGET and Snapshot one script (and a few GETRANGEs for a large output), whatever
+// the number of events. Times are stored as RFC 3339 text with nanoseconds, so they
+// read back as the same instants.
 //
 // go-redis sends a command again when its reply is lost (MaxRetries), and Redis may
 // have run it already; callers may retry a call that failed that way too. So Create,
@@ -550,23 +553,100 @@ func (s *Store) Get(ctx context.Context, id string) (eventstore.Status, error) {
 }
 
 // Snapshot implements eventstore.Store: one script reads every folded field and key of
-// the execution at one instant.
+// the execution at one instant, with the texts of its output parts and tool calls as
+// long as they hold at most inlineTextBytes together. The texts beyond are read after
+// it, with GETRANGE in round trips of about readPageBytes (spec/redis.md, "Reads"): the
+// prefix of each text that the script measured, which is what it held at that instant.
 func (s *Store) Snapshot(ctx context.Context, id string) (protocol.Snapshot, error) {
 	if s.isClosed.Load() {
 		return protocol.Snapshot{}, eventstore.ErrClosed
 	}
-	reply, err := snapshotScript.Run(ctx, s.client, []string{s.metaKey(id)}, s.keyBase(id)).Slice()
+	reply, err := snapshotScript.Run(ctx, s.client, []string{s.metaKey(id)}, s.keyBase(id), inlineTextBytes).Slice()
 	if errors.Is(err, goredis.Nil) {
 		return protocol.Snapshot{}, notFound(id)
 	}
 	if err != nil {
 		return protocol.Snapshot{}, s.fail(err, "snapshot %s", id)
 	}
+	if len(reply) == 9 {
+		if err := s.readTexts(ctx, id, reply[5], reply[6]); err != nil {
+			return protocol.Snapshot{}, err
+		}
+	}
 	snap, err := decodeSnapshot(id, reply)
 	if err != nil {
 		return protocol.Snapshot{}, fmt.Errorf("snapshot %s: %w", id, err)
 	}
 	return snap, nil
+}
+
+// readTexts replaces each text that snapshotScript returned as {key, length}, in the
+// (name, entry, text) triples of lists, by the first length bytes the key holds. A key
+// that holds fewer was removed with its execution since the script ran: ErrNotFound.
+func (s *Store) readTexts(ctx context.Context, id string, lists ...any) error {
+	// A piece is a range of a long text, read with one GETRANGE.
+	type piece struct {
+		text     *strings.Builder
+		from, to int64 // GETRANGE's bounds, inclusive
+		key      string
+		got      *goredis.StringCmd
+	}
+	var (
+		pieces []piece
+		slots  []*any             // where the long texts go in the reply
+		texts  []*strings.Builder // and what they are read into
+	)
+	for _, l := range lists {
+		triples, _ := l.([]any)
+		for i := 2; i < len(triples); i += 3 {
+			long, ok := triples[i].([]any)
+			if !ok {
+				continue // the text itself
+			}
+			if len(long) != 2 {
+				return fmt.Errorf("snapshot %s: text: %w", id, errCorrupt)
+			}
+			key, ok1 := long[0].(string)
+			n, ok2 := long[1].(int64)
+			if !ok1 || !ok2 {
+				return fmt.Errorf("snapshot %s: text: %w", id, errCorrupt)
+			}
+			text := new(strings.Builder)
+			text.Grow(int(n))
+			for from := int64(0); from < n; from += readPageBytes {
+				pieces = append(pieces, piece{text: text, from: from, to: min(from+readPageBytes, n) - 1, key: key})
+			}
+			slots, texts = append(slots, &triples[i]), append(texts, text)
+		}
+	}
+	// The pieces go in pipelines of about readPageBytes, so that small texts share a
+	// round trip and no round trip makes Redis copy much more than a page.
+	for len(pieces) > 0 {
+		pipe := s.client.Pipeline()
+		batch, size := 0, int64(0)
+		for ; batch < len(pieces); batch++ {
+			p := &pieces[batch]
+			if batch > 0 && size+p.to-p.from+1 > readPageBytes {
+				break
+			}
+			p.got = pipe.GetRange(ctx, p.key, p.from, p.to)
+			size += p.to - p.from + 1
+		}
+		if _, err := pipe.Exec(ctx); err != nil {
+			return s.fail(err, "snapshot %s", id)
+		}
+		for _, p := range pieces[:batch] {
+			if int64(len(p.got.Val())) != p.to-p.from+1 {
+				return notFound(id)
+			}
+			p.text.WriteString(p.got.Val())
+		}
+		pieces = pieces[batch:]
+	}
+	for i, text := range texts {
+		*slots[i] = text.String()
+	}
+	return nil
 }
 
 // Read implements eventstore.Store. It reads in pages, each one transaction of EXISTS on
@@ -625,8 +705,11 @@ const (
 	// one page, and a page of events of the largest size (protocol.MaxEventBytes) is
 	// still served in tens of milliseconds.
 	readPage = 32
-	// readPageBytes is the data a later page is sized to hold.
+	// readPageBytes is the data a later page is sized to hold, and what a Snapshot
+	// reads of the output in one round trip.
 	readPageBytes = 4 << 20
+	// inlineTextBytes is how much of the output a Snapshot's script returns itself.
+	inlineTextBytes = 1 << 20
 	// maxReadPage bounds the events of a page of small events.
 	maxReadPage = 1024
 )
