@@ -139,10 +139,11 @@ test: verify vet lint envtest-assets helm ## Run every test (unit, envtest, end 
 	$(MAKE) --no-print-directory fuzz
 
 .PHONY: fuzz
-fuzz: ## Fuzz the submission path (POST /v1/executions) and the hand-written JSON decoding and encoding of events, FUZZ_TIME each.
+fuzz: ## Fuzz the submission path (POST /v1/executions), the hand-written JSON decoding and encoding of events and the tokens-file parser, FUZZ_TIME each.
 	go test -run '^$$' -fuzz '^FuzzSubmit$$' -fuzztime $(FUZZ_TIME) ./runtime/httpapi
 	go test -run '^$$' -fuzz '^FuzzDecodePlain$$' -fuzztime $(FUZZ_TIME) ./runtime/protocol
 	go test -run '^$$' -fuzz '^FuzzAppendDelta$$' -fuzztime $(FUZZ_TIME) ./runtime/protocol
+	go test -run '^$$' -fuzz '^FuzzParseTokens$$' -fuzztime $(FUZZ_TIME) ./runtime/auth
 
 .PHONY: bench
 bench: envtest-assets ## Run the benchmarks.

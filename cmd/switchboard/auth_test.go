@@ -752,13 +752,18 @@ func TestStaticAuth(t *testing.T) {
 		t.Errorf("alice's removed token reads: %s", r)
 	}
 
+	// Bob uses the models of e2e, as alice did, but reads none of her executions: his
+	// line has no grant read.
+	wantError(t, "bob reads alice's", c.do(t, http.MethodGet, base+"/v1/executions/"+a.ID, bob, ""),
+		http.StatusNotFound, protocol.CodeNotFound)
+
 	// Add dave's, rewriting the file in place this time.
-	if err := os.WriteFile(path, []byte(fmt.Sprintf("%s,bob,e2e\n%s,outsider,elsewhere\n%s,dave,*\n", bob, outsider, dave)), 0o600); err != nil {
+	if err := os.WriteFile(path, []byte(fmt.Sprintf("%s,bob,e2e\n%s,outsider,elsewhere\n%s,dave,*,read\n", bob, outsider, dave)), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	added := time.Now()
 	eventually(t, 2*time.Second, "dave's new token accepted", func() bool {
-		return c.do(t, http.MethodGet, base+"/v1/executions/"+a.ID, dave, "").status == http.StatusOK // * may read all
+		return c.do(t, http.MethodGet, base+"/v1/executions/"+a.ID, dave, "").status == http.StatusOK // * with read may read all
 	})
 	t.Logf("a new token was accepted %s after the file changed", time.Since(added).Round(time.Millisecond))
 	d := c.submit(t, base, dave, chatBody("static dave"))
@@ -783,3 +788,4 @@ func TestStaticAuth(t *testing.T) {
 	}
 	c.canary(t, "switchboard", e.runtime.String())
 }
+

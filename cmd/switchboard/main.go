@@ -130,7 +130,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&o.redisWait, "redis-wait-replicas", 0, "With --event-store=redis: after every terminal event, wait (Redis WAIT) until this many Redis replicas have it, narrowing what a failover can lose (spec/redis.md).")
 	fs.StringVar(&o.authMode, "auth", "", "How callers are identified: none, kubernetes (TokenReview and RBAC) or static (--auth-tokens-file). Default: kubernetes in cluster mode, none standalone.")
 	fs.StringVar(&o.authAudiences, "auth-audiences", "switchboard", "Comma-separated audiences a caller's token must be issued for (--auth=kubernetes).")
-	fs.StringVar(&o.authTokensFile, "auth-tokens-file", "", "File of lines token,principal,namespace[;namespace…] (* for all) for --auth=static; re-read when it changes.")
+	fs.StringVar(&o.authTokensFile, "auth-tokens-file", "", "File of lines token,principal,namespace[;namespace…][,read][,cancel][,metrics] (* for all namespaces) for --auth=static; re-read when it changes.")
 	fs.StringVar(&o.tokenKeyFile, "stream-token-key-file", "", "File holding the key (at least 32 bytes) that signs the read tokens of stream links; default: a key generated once and shared by all replicas through the EventStore.")
 	fs.DurationVar(&o.tokenTTL, "stream-token-ttl", 15*time.Minute, "Lifetime of the signed read tokens in the links of a new execution.")
 	fs.IntVar(&o.maxPerPrincipal, "max-concurrent-per-principal", 0, "Executions one caller may run at once on this replica; more are refused with rate_limited. 0: no limit.")

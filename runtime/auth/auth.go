@@ -35,6 +35,11 @@ const (
 	VerbGet = "get"
 	// VerbUpdate lets a principal cancel the executions of others in a namespace.
 	VerbUpdate = "update"
+	// VerbMetrics lets a principal scrape the /metrics of standalone mode, whatever the
+	// namespace (the static mode's grant metrics). In cluster mode /metrics is guarded
+	// by the API server's RBAC on the non-resource URL instead (spec/authentication.md,
+	// "Metrics").
+	VerbMetrics = "metrics"
 )
 
 // The virtual resource RBAC rules name.
@@ -82,7 +87,8 @@ type Authenticator interface {
 type Authorizer interface {
 	// Allowed reports whether p may perform verb (VerbCreate, VerbGet, VerbUpdate) on
 	// executions in namespace ns; ns "" asks whether p may do so in every namespace at
-	// once (a ClusterRoleBinding, or * in the tokens file). A nil p is allowed nothing.
+	// once (a ClusterRoleBinding, or * in the tokens file). VerbMetrics asks whether p
+	// may scrape /metrics. A nil p is allowed nothing.
 	// An error means it could not decide (the API server did not answer; it wraps
 	// ErrUnavailable); callers refuse then.
 	Allowed(ctx context.Context, p *Principal, verb, ns string) (bool, error)

@@ -5,29 +5,15 @@ import (
 	"context"
 	"crypto/sha256"
 	"fmt"
-	"io"
 	"net/http"
-	"os"
 	"slices"
 	"strings"
 	"sync/atomic"
-	"time"
 	"unicode"
 	"unicode/utf8"
 
 	"github.com/go-logr/logr"
 )
-
-// tokensFilePollInterval is how often Static looks at the tokens file. The file is read
-// and hashed on every tick rather than watched with fsnotify: a Kubernetes Secret or
-// ConfigMap volume is updated by swapping a symbolic link to a new directory, and many
-// editors and `mv` replace the file, so a watch on the file keeps watching the old one
-// and at best reports its removal; watching the directory instead needs the same
-// content comparison anyway. Hashing rather than comparing modification time and size also
-// catches a rewrite in place within the file system's timestamp granularity. The file is
-// small (at most maxTokensFileSize), so two reads a second cost microseconds, and a
-// removed token is refused well within the 2 s spec/authentication.md allows (see watch).
-const tokensFilePollInterval = 500 * time.Millisecond
 
 // maxTokensFileSize bounds what is read from the tokens file: a line per caller is a few
 // hundred bytes, and a larger file is a mistake rather than a tokens file.
@@ -36,17 +22,21 @@ const maxTokensFileSize = 1 << 20
 // Static returns the mode --auth=static (spec/authentication.md), reading callers from the
 // tokens file at path: one caller per line, as
 //
-//	token,principal,namespace[;namespace…]
+//	token,principal,namespace[;namespace…][,grant…]
 //
-// where namespace is a namespace name (a DNS-1123 label) or * for every namespace. Blank
-// lines and lines starting with # are ignored; spaces around fields are trimmed. Tokens
-// are made of visible ASCII characters (no comma) and unique in the file; principals are
-// non-empty and hold no comma or control character. A principal may hold several tokens
-// (to rotate one), on lines that list the same namespaces.
+// where namespace is a namespace name (a DNS-1123 label) or * for every namespace, and a
+// grant is read, cancel or metrics. Blank lines and lines starting with # are ignored;
+// spaces around fields are trimmed. Tokens are made of visible ASCII characters (no comma)
+// and unique in the file; principals are non-empty and hold no comma or control
+// character. A principal may hold several tokens (to rotate one), on lines that list the
+// same namespaces and grants.
 //
-// A request authenticates with "Authorization: Bearer <token>". A principal may do every
-// verb in the namespaces of its line, and in every namespace with *. A namespace of ""
-// (every namespace at once) is allowed only with *.
+// A request authenticates with "Authorization: Bearer <token>". A principal may create
+// executions in the namespaces of its line, and in every namespace with *; a namespace
+// of "" (every namespace at once) is allowed only with *. It reads (VerbGet) and cancels
+// (VerbUpdate) the executions of others there only with the grants read and cancel, as a
+// caller in cluster mode needs RBAC for them; its own it always may. The grant metrics
+// lets it scrape /metrics (VerbMetrics).
 //
 // The file is read again when its content changes, until ctx ends: a token removed from
 // it is refused within about a second. A file that cannot be read or parsed then keeps the
@@ -65,7 +55,17 @@ func Static(ctx context.Context, path string, log logr.Logger) (Auth, error) {
 	s := &static{}
 	s.set.Store(set)
 	log.Info("Tokens file loaded", "path", path, "tokens", len(set.byDigest), "principals", len(set.grants))
-	go s.watch(ctx, path, sha256.Sum256(data), log)
+	go pollFile(ctx, path, data, readTokensFile, func(data []byte) {
+		set, err := parseTokens(path, data)
+		if err != nil {
+			log.Error(err, "Invalid tokens file; the previous tokens stay in force", "path", path)
+			return
+		}
+		s.set.Store(set)
+		log.Info("Tokens file reloaded", "path", path, "tokens", len(set.byDigest), "principals", len(set.grants))
+	}, func(err error) {
+		log.Error(err, "Cannot read the tokens file; the previous tokens stay in force", "path", path)
+	})
 	return Auth{Authenticator: s, Authorizer: s}, nil
 }
 
@@ -89,14 +89,23 @@ type static struct {
 // crypto/subtle grows with the file). The plain tokens are not kept in memory either.
 type tokenSet struct {
 	byDigest map[[sha256.Size]byte]string // token digest → principal
-	grants   map[string]grant             // principal → namespaces
+	grants   map[string]grant             // principal → namespaces and grants
 }
 
-// grant is the namespaces of one principal.
+// grant is what one principal may do: the namespaces of its line and its grants.
 type grant struct {
 	all        bool
 	namespaces map[string]bool
+	// read, cancel and metrics are the line's grants.
+	read, cancel, metrics bool
 }
+
+// The grants a line of the tokens file may end with.
+const (
+	grantRead    = "read"
+	grantCancel  = "cancel"
+	grantMetrics = "metrics"
+)
 
 func (s *static) Authenticate(r *http.Request) (*Principal, error) {
 	token, ok := BearerToken(r)
@@ -114,82 +123,27 @@ func (s *static) Allowed(_ context.Context, p *Principal, verb, ns string) (bool
 	if p == nil {
 		return false, nil
 	}
-	switch verb {
-	case VerbCreate, VerbGet, VerbUpdate:
-	default:
-		return false, nil
-	}
 	g, ok := s.set.Load().grants[p.Name]
 	if !ok {
 		return false, nil // no longer in the file
 	}
-	return g.all || (ns != "" && g.namespaces[ns]), nil
-}
-
-// watch reloads the tokens file until ctx ends. loaded is the digest of the content in
-// force. New content is parsed once two consecutive reads agree on it, so that a file
-// caught half rewritten in place (truncated, then written) does not briefly replace the
-// tokens with none; a change still takes effect within two polls.
-func (s *static) watch(ctx context.Context, path string, loaded [sha256.Size]byte, log logr.Logger) {
-	t := time.NewTicker(tokensFilePollInterval)
-	defer t.Stop()
-	var (
-		seen        = loaded // the content last parsed, valid or not: an invalid file is reported once
-		pending     [sha256.Size]byte
-		hasPending  bool   // pending was read once and differs from seen
-		lastReadErr string // the read error last reported, reported again only when it changes
-	)
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		data, err := readTokensFile(path)
-		if err != nil {
-			if err.Error() != lastReadErr {
-				lastReadErr = err.Error()
-				log.Error(err, "Cannot read the tokens file; the previous tokens stay in force", "path", path)
-			}
-			continue
-		}
-		lastReadErr = ""
-		digest := sha256.Sum256(data)
-		switch {
-		case digest == seen:
-			hasPending = false
-			continue
-		case !hasPending || digest != pending:
-			pending, hasPending = digest, true
-			continue
-		}
-		hasPending = false
-		seen = digest
-		set, err := parseTokens(path, data)
-		if err != nil {
-			log.Error(err, "Invalid tokens file; the previous tokens stay in force", "path", path)
-			continue
-		}
-		s.set.Store(set)
-		log.Info("Tokens file reloaded", "path", path, "tokens", len(set.byDigest), "principals", len(set.grants))
+	inNamespace := g.all || (ns != "" && g.namespaces[ns])
+	switch verb {
+	case VerbCreate:
+		return inNamespace, nil
+	case VerbGet:
+		return g.read && inNamespace, nil
+	case VerbUpdate:
+		return g.cancel && inNamespace, nil
+	case VerbMetrics:
+		return g.metrics, nil
 	}
+	return false, nil
 }
 
 // readTokensFile reads the tokens file, up to maxTokensFileSize.
 func readTokensFile(path string) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("read tokens file: %w", err)
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxTokensFileSize+1))
-	if err != nil {
-		return nil, fmt.Errorf("read tokens file: %w", err)
-	}
-	if len(data) > maxTokensFileSize {
-		return nil, fmt.Errorf("tokens file %s: larger than %d bytes", path, maxTokensFileSize)
-	}
-	return data, nil
+	return readFileLimited(path, "tokens file", maxTokensFileSize)
 }
 
 // parseTokens parses the content of the tokens file named name. Its errors name the file
@@ -200,9 +154,9 @@ func parseTokens(name string, data []byte) (*tokenSet, error) {
 		byDigest: map[[sha256.Size]byte]string{},
 		grants:   map[string]grant{},
 	}
-	tokenLine := map[[sha256.Size]byte]int{}   // token digest → line number
-	principalLine := map[string]int{}          // principal → first line number
-	principalNamespaces := map[string]string{} // principal → canonical namespaces
+	tokenLine := map[[sha256.Size]byte]int{} // token digest → line number
+	principalLine := map[string]int{}        // principal → first line number
+	principalGrant := map[string]string{}    // principal → canonical namespaces and grants
 	data = bytes.TrimPrefix(data, []byte("\ufeff"))
 	for i, raw := range strings.Split(string(data), "\n") {
 		n := i + 1
@@ -214,8 +168,8 @@ func parseTokens(name string, data []byte) (*tokenSet, error) {
 			continue
 		}
 		fields := strings.Split(line, ",")
-		if len(fields) != 3 {
-			return nil, lineErr("want 3 comma-separated fields token,principal,namespaces, got %d", len(fields))
+		if len(fields) < 3 {
+			return nil, lineErr("want at least 3 comma-separated fields token,principal,namespaces[,grant…], got %d", len(fields))
 		}
 		token := strings.TrimSpace(fields[0])
 		principal := strings.TrimSpace(fields[1])
@@ -235,6 +189,11 @@ func parseTokens(name string, data []byte) (*tokenSet, error) {
 		if err != nil {
 			return nil, lineErr("%s", err)
 		}
+		grants, err := parseGrants(&g, fields[3:])
+		if err != nil {
+			return nil, lineErr("%s", err)
+		}
+		canonical += "," + grants
 
 		digest := sha256.Sum256([]byte(token))
 		if first, dup := tokenLine[digest]; dup {
@@ -242,12 +201,12 @@ func parseTokens(name string, data []byte) (*tokenSet, error) {
 		}
 		tokenLine[digest] = n
 		if first, seen := principalLine[principal]; seen {
-			if principalNamespaces[principal] != canonical {
-				return nil, lineErr("the principal is also on line %d, with other namespaces", first)
+			if principalGrant[principal] != canonical {
+				return nil, lineErr("the principal is also on line %d, with other namespaces or grants", first)
 			}
 		} else {
 			principalLine[principal] = n
-			principalNamespaces[principal] = canonical
+			principalGrant[principal] = canonical
 			set.grants[principal] = g
 		}
 		set.byDigest[digest] = principal
@@ -281,6 +240,32 @@ func parseNamespaces(field string) (grant, string, error) {
 	}
 	slices.Sort(names)
 	return g, strings.Join(names, ";"), nil
+}
+
+// parseGrants sets the grants of fields, the fields of a line after its namespaces, in g.
+// It returns a canonical form to compare the grants of two lines. Its errors number the
+// field and never quote it.
+func parseGrants(g *grant, fields []string) (string, error) {
+	for i, f := range fields {
+		var flag *bool
+		switch strings.TrimSpace(f) {
+		case "":
+			return "", fmt.Errorf("field %d is empty", i+4)
+		case grantRead:
+			flag = &g.read
+		case grantCancel:
+			flag = &g.cancel
+		case grantMetrics:
+			flag = &g.metrics
+		default:
+			return "", fmt.Errorf("field %d is not a grant (%s, %s or %s)", i+4, grantRead, grantCancel, grantMetrics)
+		}
+		if *flag {
+			return "", fmt.Errorf("field %d repeats a grant", i+4)
+		}
+		*flag = true
+	}
+	return fmt.Sprintf("read=%t,cancel=%t,metrics=%t", g.read, g.cancel, g.metrics), nil
 }
 
 // isDNS1123Label reports whether s is a valid namespace name, as Kubernetes validates it

@@ -76,9 +76,13 @@ func TestStaticParsesGoodFiles(t *testing.T) {
 					t.Fatalf("token %q: got %v, %v; want principal %q", c.token, p, err, c.principal)
 				}
 				for _, ns := range c.allowed {
-					for _, verb := range []string{auth.VerbCreate, auth.VerbGet, auth.VerbUpdate} {
-						if ok, err := a.Authorizer.Allowed(t.Context(), p, verb, ns); !ok || err != nil {
-							t.Errorf("%s %s in %q: got %v, %v; want allowed", p.Name, verb, ns, ok, err)
+					if ok, err := a.Authorizer.Allowed(t.Context(), p, auth.VerbCreate, ns); !ok || err != nil {
+						t.Errorf("%s create in %q: got %v, %v; want allowed", p.Name, ns, ok, err)
+					}
+					// Without grants, others' executions stay out of reach.
+					for _, verb := range []string{auth.VerbGet, auth.VerbUpdate, auth.VerbMetrics} {
+						if ok, err := a.Authorizer.Allowed(t.Context(), p, verb, ns); ok || err != nil {
+							t.Errorf("%s %s in %q without grants: got %v, %v; want denied", p.Name, verb, ns, ok, err)
 						}
 					}
 				}
@@ -92,15 +96,68 @@ func TestStaticParsesGoodFiles(t *testing.T) {
 	}
 }
 
+// The grants of a line let its principal read (read) or cancel (cancel) the executions
+// of others in its namespaces, or scrape /metrics (metrics); create needs none.
+func TestStaticGrants(t *testing.T) {
+	a := newStatic(t, writeFile(t, "tok-owner,owner,team-a\n"+
+		"tok-reader,reader,team-a;team-b,read\n"+
+		"tok-canceller,canceller,team-a, cancel ,read\n"+
+		"tok-ops,ops,*,read,cancel,metrics\n"+
+		"tok-scraper,scraper,team-z,metrics\n"+
+		"tok-reader-2,reader,team-b;team-a,read\n"))
+	type decision struct {
+		verb, ns string
+		want     bool
+	}
+	for token, decisions := range map[string][]decision{
+		"tok-owner": {
+			{auth.VerbCreate, "team-a", true}, {auth.VerbGet, "team-a", false}, {auth.VerbUpdate, "team-a", false},
+			{auth.VerbMetrics, "", false},
+		},
+		"tok-reader": {
+			{auth.VerbCreate, "team-b", true}, {auth.VerbGet, "team-a", true}, {auth.VerbGet, "team-b", true},
+			{auth.VerbGet, "team-c", false}, {auth.VerbGet, "", false}, {auth.VerbUpdate, "team-a", false},
+			{auth.VerbMetrics, "", false},
+		},
+		"tok-reader-2": {{auth.VerbGet, "team-a", true}},
+		"tok-canceller": {
+			{auth.VerbGet, "team-a", true}, {auth.VerbUpdate, "team-a", true}, {auth.VerbUpdate, "team-b", false},
+		},
+		"tok-ops": {
+			{auth.VerbCreate, "", true}, {auth.VerbGet, "any", true}, {auth.VerbUpdate, "", true},
+			{auth.VerbMetrics, "", true},
+		},
+		"tok-scraper": {
+			{auth.VerbMetrics, "", true}, {auth.VerbMetrics, "team-z", true}, {auth.VerbGet, "team-z", false},
+			{auth.VerbCreate, "team-z", true},
+		},
+	} {
+		p, err := a.Authenticator.Authenticate(bearer(token))
+		if err != nil {
+			t.Fatalf("%s: %v", token, err)
+		}
+		for _, d := range decisions {
+			if ok, err := a.Authorizer.Allowed(t.Context(), p, d.verb, d.ns); ok != d.want || err != nil {
+				t.Errorf("%s %s in %q: got %v, %v; want %v", p.Name, d.verb, d.ns, ok, err, d.want)
+			}
+		}
+	}
+}
+
 func TestStaticRejectsBadFiles(t *testing.T) {
 	tests := []struct {
 		name string
 		file string
 		want string // after "tokens file <path>: "
 	}{
-		{"two fields", "# header\n" + canary + ",alice\n", "line 2: want 3 comma-separated fields"},
-		{"four fields", canary + ",alice,bob,team-a\n", "line 1: want 3 comma-separated fields token,principal,namespaces, got 4"},
-		{"comma in the principal", "\n\n" + canary + ",ali,ce,team-a\n", "line 3: want 3 comma-separated fields"},
+		{"two fields", "# header\n" + canary + ",alice\n", "line 2: want at least 3 comma-separated fields token,principal,namespaces[,grant…], got 2"},
+		{"four fields", canary + ",alice,bob,team-a\n", "line 1: field 4 is not a grant (read, cancel or metrics)"},
+		{"comma in the principal", "\n\n" + canary + ",ali,ce,team-a\n", "line 3: field 4 is not a grant"},
+		{"token in the grant column", "tok,alice,team-a,read," + canary + "\n", "line 1: field 5 is not a grant"},
+		{"upper-case grant", canary + ",alice,team-a,Read\n", "line 1: field 4 is not a grant"},
+		{"empty grant", canary + ",alice,team-a,\n", "line 1: field 4 is empty"},
+		{"repeated grant", canary + ",alice,team-a,read,cancel, read\n", "line 1: field 6 repeats a grant"},
+		{"a principal's lines with other grants", "tok1,alice,a,read\ntok2,alice,a\n", "line 2: the principal is also on line 1, with other namespaces or grants"},
 		{"empty token", " ,alice,team-a\n", "line 1: the token is empty"},
 		{"space in the token", "CANARY 7f3a9c,alice,team-a\n", "line 1: the token holds a character other than visible ASCII"},
 		{"non-ASCII token", canary + "é,alice,team-a\n", "line 1: the token holds a character other than visible ASCII"},
@@ -113,7 +170,7 @@ func TestStaticRejectsBadFiles(t *testing.T) {
 		{"namespace ending in a dash", canary + ",alice,team-\n", "line 1: namespace 1 is neither"},
 		{"namespace too long", canary + ",alice," + strings.Repeat("a", 64) + "\n", "line 1: namespace 1 is neither"},
 		{"token in the namespace column", "alice,team-a," + canary + "\n", "line 1: namespace 1 is neither"},
-		{"token in the principal column, twice", "tok1," + canary + ",a\ntok2," + canary + ",b\n", "line 2: the principal is also on line 1, with other namespaces"},
+		{"token in the principal column, twice", "tok1," + canary + ",a\ntok2," + canary + ",b\n", "line 2: the principal is also on line 1, with other namespaces or grants"},
 		{"duplicate token", canary + ",alice,a\nother,bob,b\n" + canary + ",carol,c\n", "line 3: duplicate token (first on line 1)"},
 	}
 	for _, tt := range tests {

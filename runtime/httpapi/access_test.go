@@ -22,11 +22,14 @@ import (
 )
 
 // Callers in static mode (spec/authentication.md): alice may use team-a, bob team-b,
-// carol both. The tokens are canaries: none may appear in any answer.
+// carol both, and she may read and cancel the executions of others there; dave may use
+// team-a, like alice, without grants. The tokens are canaries: none may appear in any
+// answer.
 const (
 	aliceToken = "tok-alice-canary-0123456789"
 	bobToken   = "tok-bob-canary-0123456789"
 	carolToken = "tok-carol-canary-0123456789"
+	daveToken  = "tok-dave-canary-0123456789"
 )
 
 func inNamespace(ns, name string, abilities ...string) routing.Deployment {
@@ -42,7 +45,8 @@ func inNamespace(ns, name string, abilities ...string) routing.Deployment {
 func newAuthEnv(t *testing.T, opts ...envOption) *env {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "tokens")
-	lines := aliceToken + ",alice,team-a\n" + bobToken + ",bob,team-b\n" + carolToken + ",carol,team-a;team-b\n"
+	lines := aliceToken + ",alice,team-a\n" + bobToken + ",bob,team-b\n" + carolToken + ",carol,team-a;team-b,read,cancel\n" +
+		daveToken + ",dave,team-a\n"
 	if err := os.WriteFile(path, []byte(lines), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -94,7 +98,7 @@ func (e *env) call(t *testing.T, method, path, token, body string, header ...str
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
-	for _, canary := range []string{aliceToken, bobToken, carolToken} {
+	for _, canary := range []string{aliceToken, bobToken, carolToken, daveToken} {
 		if bytes.Contains(b, []byte(canary)) {
 			t.Errorf("%s %s: a caller's token appears in the answer", method, path)
 		}
@@ -182,7 +186,8 @@ func TestCallerWithoutNamespaceIsDenied(t *testing.T) {
 }
 
 // An execution belongs to its creator: another caller gets 404 for its status, result,
-// events and cancel, unless allowed to read (get) or cancel (update) in its namespace.
+// events and cancel, unless allowed to read (get) or cancel (update) in its namespace;
+// using the models of that namespace (create) is not enough.
 func TestExecutionsAreIsolated(t *testing.T) {
 	e := newAuthEnv(t)
 	e.setScript(hang)
@@ -192,8 +197,10 @@ func TestExecutionsAreIsolated(t *testing.T) {
 		{http.MethodGet, base}, {http.MethodGet, base + "/result"}, {http.MethodGet, base + "/events"},
 		{http.MethodPost, base + "/cancel"},
 	} {
-		if a := e.call(t, r.method, r.path, bobToken, "", "Accept", "application/json"); a.status != http.StatusNotFound || a.code(t) != protocol.CodeNotFound {
-			t.Errorf("bob %s %s: %d %s, want 404", r.method, r.path, a.status, a.body)
+		for name, token := range map[string]string{"bob": bobToken, "dave (team-a without grants)": daveToken} {
+			if a := e.call(t, r.method, r.path, token, "", "Accept", "application/json"); a.status != http.StatusNotFound || a.code(t) != protocol.CodeNotFound {
+				t.Errorf("%s %s %s: %d %s, want 404", name, r.method, r.path, a.status, a.body)
+			}
 		}
 		if a := e.call(t, r.method, r.path, carolToken, "", "Accept", "application/json"); a.status >= 300 {
 			t.Errorf("carol (allowed in team-a) %s %s: %d %s, want it served", r.method, r.path, a.status, a.body)
