@@ -788,4 +788,3 @@ func TestStaticAuth(t *testing.T) {
 	}
 	c.canary(t, "switchboard", e.runtime.String())
 }
-

@@ -92,6 +92,7 @@ type options struct {
 	authTokensFile  string
 	tokenKeyFile    string
 	tokenTTL        time.Duration
+	tokenRotation   time.Duration
 	maxPerPrincipal int
 	metricsSecure   bool
 	otelEndpoint    string
@@ -131,8 +132,9 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.authMode, "auth", "", "How callers are identified: none, kubernetes (TokenReview and RBAC) or static (--auth-tokens-file). Default: kubernetes in cluster mode, none standalone.")
 	fs.StringVar(&o.authAudiences, "auth-audiences", "switchboard", "Comma-separated audiences a caller's token must be issued for (--auth=kubernetes).")
 	fs.StringVar(&o.authTokensFile, "auth-tokens-file", "", "File of lines token,principal,namespace[;namespace…][,read][,cancel][,metrics] (* for all namespaces) for --auth=static; re-read when it changes.")
-	fs.StringVar(&o.tokenKeyFile, "stream-token-key-file", "", "File holding the key (at least 32 bytes) that signs the read tokens of stream links; default: a key generated once and shared by all replicas through the EventStore.")
-	fs.DurationVar(&o.tokenTTL, "stream-token-ttl", 15*time.Minute, "Lifetime of the signed read tokens in the links of a new execution.")
+	fs.StringVar(&o.tokenKeyFile, "stream-token-key-file", "", "File holding the key (at least 32 bytes) from which the keys that sign the read tokens of stream links are derived, the same on every replica; re-read when it changes (the new key signs, the previous one verifies for --stream-token-ttl). Default: a random key per rotation period, shared by all replicas through the EventStore.")
+	fs.DurationVar(&o.tokenTTL, "stream-token-ttl", auth.DefaultStreamTokenTTL, "Lifetime of the signed read tokens in the links of a new execution.")
+	fs.DurationVar(&o.tokenRotation, "stream-token-key-rotation", auth.DefaultStreamTokenKeyRotation, "How long one key signs stream links; the previous key verifies the links it signed for --stream-token-ttl more. Whole seconds, at least --stream-token-ttl.")
 	fs.IntVar(&o.maxPerPrincipal, "max-concurrent-per-principal", 0, "Executions one caller may run at once on this replica; more are refused with rate_limited. 0: no limit.")
 	fs.Func("watch-namespaces", "Comma-separated namespaces whose ModelDeployments, CapabilityPolicies and Secrets the manager watches; models elsewhere are ignored. Empty: all namespaces.", func(s string) error {
 		ns, err := controllers.ParseWatchNamespaces(s)
@@ -189,6 +191,9 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		o.maxOutputBytes <= 0 || o.executionLease <= 0 || o.shutdownGrace < 0 || o.redisWait < 0 ||
 		o.tokenTTL <= 0 || o.maxPerPrincipal < 0 || o.maxReservations < 0 {
 		return nil, errors.New("sizes, counts and durations must be positive")
+	}
+	if o.tokenRotation < o.tokenTTL || o.tokenRotation%time.Second != 0 {
+		return nil, fmt.Errorf("--stream-token-key-rotation must be whole seconds and at least --stream-token-ttl (%s), got %s", o.tokenTTL, o.tokenRotation)
 	}
 	return o, nil
 }
@@ -336,8 +341,8 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 const reviewClientQPS = 200
 
 // openAuth builds what --auth selects (spec/authentication.md): nil for none, and the
-// signer of stream links, whose key comes from --stream-token-key-file or is generated
-// once and shared by every replica through the store.
+// signer of stream links, whose keys derive from --stream-token-key-file or are generated
+// per rotation period and shared by every replica through the store.
 // It logs through the logger of ctx.
 func openAuth(ctx context.Context, o *options, kubeConfig *rest.Config, store eventstore.Store) (*auth.Auth, *auth.StreamTokens, error) {
 	var a auth.Auth
@@ -369,21 +374,15 @@ func openAuth(ctx context.Context, o *options, kubeConfig *rest.Config, store ev
 			return nil, nil, fmt.Errorf("--auth=kubernetes: %w", err)
 		}
 	}
-	var key []byte
-	if o.tokenKeyFile != "" {
-		var err error
-		if key, err = os.ReadFile(o.tokenKeyFile); err != nil { //nolint:gosec // G703: the operator names this file; no request does
-			return nil, nil, fmt.Errorf("--stream-token-key-file: %w", err)
-		}
-	} else {
-		var err error
-		if key, err = store.Secret(ctx, "stream-token-key", auth.GenerateKey()); err != nil {
-			return nil, nil, fmt.Errorf("stream token key from the event store: %w", err)
-		}
-	}
-	tokens, err := auth.NewStreamTokens(key, o.tokenTTL)
+	tokens, err := auth.NewStreamTokens(ctx, auth.StreamTokenConfig{
+		TTL:         o.tokenTTL,
+		KeyRotation: o.tokenRotation,
+		KeyFile:     o.tokenKeyFile,
+		Store:       store,
+		Logger:      logr.FromContextOrDiscard(ctx),
+	})
 	if err != nil {
-		return nil, nil, fmt.Errorf("--stream-token-key-file: %w", err)
+		return nil, nil, fmt.Errorf("stream tokens: %w", err)
 	}
 	return &a, tokens, nil
 }

@@ -39,7 +39,9 @@ func TestFlagValidation(t *testing.T) {
 		"stray":                         "unexpected arguments",
 
 		// 0 is no limit; only a negative count is refused.
-		"--max-reservations-per-principal=-1": "must be positive",
+		"--max-reservations-per-principal=-1":   "must be positive",
+		"--stream-token-key-rotation=10m":       "at least --stream-token-ttl",
+		"--stream-token-key-rotation=1h30m0.5s": "whole seconds",
 	} {
 		_, err := parseFlags(strings.Fields(args), &strings.Builder{})
 		if err == nil || !strings.Contains(err.Error(), want) {

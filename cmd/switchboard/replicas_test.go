@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -66,6 +67,7 @@ const (
 	dbIdempotency
 	dbSweepers
 	dbBenchKill
+	dbStreamLinks
 )
 
 // redisURL empties Redis database db and returns its URL. The server is the one of
@@ -1092,4 +1094,67 @@ func BenchmarkKillToTerminal(b *testing.B) {
 	b.ReportMetric(float64(percentile(0.50).Milliseconds()), "p50-ms")
 	b.ReportMetric(float64(percentile(0.99).Milliseconds()), "p99-ms")
 	b.ReportMetric(0, "ns/op")
+}
+
+// TestStreamLinksAcrossReplicas: the signed link a replica returns opens the execution
+// on another replica (both keep the keys in the shared Redis), names no principal, and
+// the keys expire from Redis (spec/authentication.md, "Signed stream links").
+func TestStreamLinksAcrossReplicas(t *testing.T) {
+	url := redisURL(t, dbStreamLinks)
+	p := startDemoProvider(t)
+	dir := manifestsDir(t, p.addr)
+	c := newAuthClient()
+	alice := c.secret("alice's token", "tok-alice-"+strconv.FormatUint(rand.Uint64(), 16))
+	tokens := filepath.Join(t.TempDir(), "tokens")
+	if err := os.WriteFile(tokens, []byte(alice+",alice,e2e\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	flags := []string{"--auth=static", "--auth-tokens-file", tokens, "--zap-log-level", "10"}
+	a := startReplica(t, "A", dir, url, flags...)
+	b := startReplica(t, "B", dir, url, flags...)
+
+	acc := c.submit(t, "http://"+a.api, alice, `{"ability":"quick","input":[{"type":"text","text":"links"}]}`)
+	c.waitTerminal(t, "http://"+a.api, alice, acc.ID)
+	for _, link := range []string{acc.Links.Events, acc.Links.Result} {
+		if r := c.do(t, http.MethodGet, "http://"+b.api+link, "", "", "Accept", "application/json"); r.status != http.StatusOK {
+			t.Errorf("replica B refuses replica A's link %s: %s", pathOf(link), r)
+		}
+		tok, err := linkToken(link)
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw, err := base64.RawURLEncoding.DecodeString(tok)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if bytes.Contains(raw, []byte("alice")) {
+			t.Errorf("the link's token holds the principal: %q", raw)
+		}
+	}
+
+	// Every key of stream links in Redis expires: within a rotation period (24h), the
+	// token lifetime (15m) and the clock skew allowed (1m).
+	opts, err := goredis.ParseURL(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc := goredis.NewClient(opts)
+	defer rc.Close()
+	keys, err := rc.Keys(t.Context(), "*stream-token-key*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(keys) == 0 {
+		t.Fatal("no stream token key in Redis")
+	}
+	for _, k := range keys {
+		ttl, err := rc.PTTL(t.Context(), k).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ttl <= 0 || ttl > 24*time.Hour+16*time.Minute {
+			t.Errorf("key %s expires in %v, want within 24h16m", k, ttl)
+		}
+	}
+	c.canary(t, "switchboard", a.out.String()+b.out.String())
 }

@@ -153,9 +153,9 @@ func (t *timed) SetRemote(ctx context.Context, id string, fence Fence, handle js
 	return t.s.SetRemote(ctx, id, fence, handle)
 }
 
-func (t *timed) Secret(ctx context.Context, name string, candidate []byte) ([]byte, error) {
+func (t *timed) Secret(ctx context.Context, name string, candidate []byte, ttl time.Duration) ([]byte, error) {
 	defer t.since(OpSecret, time.Now())
-	return t.s.Secret(ctx, name, candidate)
+	return t.s.Secret(ctx, name, candidate, ttl)
 }
 
 func (t *timed) Close() error { return t.s.Close() }

@@ -184,12 +184,13 @@ type Store interface {
 	// execution and ErrNotFound for an unknown one.
 	SetRemote(ctx context.Context, id string, fence Fence, handle json.RawMessage) error
 
-	// Secret returns the secret stored under name, storing candidate there first when
-	// there is none, atomically: every replica that asks gets the same bytes, whatever
-	// candidate each offered. Secrets never expire. An empty name or candidate gives
-	// ErrInvalid. The runtime keeps the key of its signed stream links here
+	// Secret returns the secret stored under name, storing candidate there first, to
+	// expire ttl later, when there is none, atomically: every replica that asks gets the
+	// same bytes, whatever candidate each offered, until the secret expires; asking does
+	// not extend it. An empty name or candidate, or a ttl <= 0, gives ErrInvalid. The
+	// runtime keeps the keys of its signed stream links here, one per rotation period
 	// (spec/authentication.md).
-	Secret(ctx context.Context, name string, candidate []byte) ([]byte, error)
+	Secret(ctx context.Context, name string, candidate []byte, ttl time.Duration) ([]byte, error)
 
 	// Close releases the store's resources and wakes blocked callers, which return
 	// ErrClosed, as do later calls. Close is idempotent.

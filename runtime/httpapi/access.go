@@ -20,7 +20,8 @@ import (
 // principal that created it: anyone else gets 404 for it, unless RBAC lets them get
 // (read) or update (cancel) executions in its namespace. Event streams and results can
 // also be read with the signed stream token of the 202 body's links, which grants
-// reading that one execution and nothing else.
+// reading that one execution and nothing else; it names no principal, and is checked
+// against the execution's owner.
 
 // Errors of authentication and authorization. Messages are fixed: they never hold a
 // credential.
@@ -36,12 +37,22 @@ var (
 	}()
 )
 
-// grantKey marks a request authorized by a stream token for one execution.
+// grantKey marks a request authorized by a stream token for one execution; its value is
+// a *streamGrant.
 type grantKey struct{}
+
+// streamGrant is a request's stream token, verified: the execution it grants reading and
+// that execution's status, read to learn its owner, which the token's MAC covers.
+// accessible answers with this status rather than reading it again, so that the request
+// costs one store read, as with a bearer token.
+type streamGrant struct {
+	id, owner string
+	status    eventstore.Status
+}
 
 // authenticated wraps an endpoint with authentication. With streamToken, a valid
 // ?token= for the execution in the path authenticates the request as a read of that
-// execution only (the endpoint must be a read).
+// execution only (the endpoint must be a read, and read the status with accessible).
 func (s *server) authenticated(h handlerFunc, streamToken bool) handlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
 		if s.auth == nil {
@@ -50,14 +61,16 @@ func (s *server) authenticated(h handlerFunc, streamToken bool) handlerFunc {
 			return h(w, r)
 		}
 		if token := r.URL.Query().Get("token"); streamToken && token != "" && s.tokens != nil {
-			id := r.PathValue("id")
-			name, err := s.tokens.Verify(token, id, s.now())
+			g, err := s.verifyStreamToken(r, token)
 			if err != nil {
+				return err
+			}
+			if g == nil {
 				return s.unauthenticated(w)
 			}
-			note(w).principal = name
-			ctx := auth.WithPrincipal(r.Context(), &auth.Principal{Name: name})
-			return h(w, r.WithContext(context.WithValue(ctx, grantKey{}, id)))
+			note(w).principal = g.owner
+			ctx := auth.WithPrincipal(r.Context(), &auth.Principal{Name: g.owner})
+			return h(w, r.WithContext(context.WithValue(ctx, grantKey{}, g)))
 		}
 		p, err := s.auth.Authenticator.Authenticate(r)
 		switch {
@@ -71,6 +84,50 @@ func (s *server) authenticated(h handlerFunc, streamToken bool) handlerFunc {
 			return s.unauthenticated(w)
 		}
 	}
+}
+
+// verifyStreamToken returns the grant of a request's stream token, or nil when the token
+// is not valid for the execution of the path: malformed, expired, under a key no longer
+// in force, signed for another execution or owner, or for one that does not exist (so
+// that a link tells nothing about which executions exist). The status is read only for
+// a well-formed token. An error is the store's.
+//
+// The token is checked here, near the top of the stack, rather than where the endpoint
+// checks access: HMAC-SHA256 takes stack, and an idle event stream keeps the stack it
+// grew (see openStream). It is a function of its own, never inlined, so that none of it
+// stays in the frame of authenticated while a stream runs.
+//
+//go:noinline
+func (s *server) verifyStreamToken(r *http.Request, token string) (*streamGrant, error) {
+	t, err := s.tokens.Parse(token, s.now())
+	if err != nil {
+		return nil, nil
+	}
+	id := r.PathValue("id")
+	st, err := s.store.Get(r.Context(), id)
+	if errors.Is(err, eventstore.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	owner, _ := engine.OwnerOf(st)
+	if err := t.Verify(r.Context(), id, owner); err != nil {
+		if errors.Is(err, auth.ErrUnauthenticated) {
+			return nil, nil
+		}
+		return nil, err
+	}
+	return &streamGrant{id: id, owner: owner, status: st}, nil
+}
+
+// grantedStatus returns the status a stream token was verified with, when ctx carries
+// one for execution id.
+func grantedStatus(ctx context.Context, id string) (eventstore.Status, bool) {
+	if g, _ := ctx.Value(grantKey{}).(*streamGrant); g != nil && g.id == id {
+		return g.status, true
+	}
+	return eventstore.Status{}, false
 }
 
 // unauthenticated answers 401 with the challenge RFC 6750 asks for.
@@ -132,8 +189,8 @@ func (s *server) mayAccess(ctx context.Context, st eventstore.Status, verb strin
 	if s.auth == nil {
 		return nil
 	}
-	if id, _ := ctx.Value(grantKey{}).(string); id != "" {
-		if id == st.ID && verb == auth.VerbGet {
+	if g, _ := ctx.Value(grantKey{}).(*streamGrant); g != nil {
+		if g.id == st.ID && verb == auth.VerbGet {
 			return nil
 		}
 		return errNotFound
@@ -156,10 +213,11 @@ func (s *server) mayAccess(ctx context.Context, st eventstore.Status, verb strin
 	return nil
 }
 
-// streamToken returns the signed read token for the links of a new execution, or "".
-func (s *server) streamToken(id string, p *auth.Principal, now time.Time) string {
+// streamToken returns the signed read token for the links of a new execution, or "". It
+// fails only when the key of a new rotation period cannot be read from the store.
+func (s *server) streamToken(ctx context.Context, id string, p *auth.Principal, now time.Time) (string, error) {
 	if s.tokens == nil {
-		return ""
+		return "", nil
 	}
-	return s.tokens.Sign(id, p.Name, now)
+	return s.tokens.Sign(ctx, id, p.Name, now)
 }

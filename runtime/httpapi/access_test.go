@@ -3,6 +3,7 @@ package httpapi_test
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -10,12 +11,15 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr"
 
 	"github.com/switchboard-dev/switchboard/runtime/auth"
+	"github.com/switchboard-dev/switchboard/runtime/eventstore"
+	"github.com/switchboard-dev/switchboard/runtime/eventstore/memory"
 	"github.com/switchboard-dev/switchboard/runtime/httpapi"
 	"github.com/switchboard-dev/switchboard/runtime/protocol"
 	"github.com/switchboard-dev/switchboard/runtime/routing"
@@ -54,7 +58,9 @@ func newAuthEnv(t *testing.T, opts ...envOption) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tokens, err := auth.NewStreamTokens(auth.GenerateKey(), time.Minute)
+	// The keys of stream tokens live in a store of their own; the runtime keeps them in
+	// the EventStore.
+	tokens, err := auth.NewStreamTokens(t.Context(), auth.StreamTokenConfig{Store: memory.New(), TTL: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -279,4 +285,67 @@ func (e *env) waitDone(t *testing.T, id, token string) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	t.Fatalf("execution %s did not end", id)
+}
+
+// A link's token names no principal: decoded, it holds the key, the expiry and the MAC
+// only, so a URL in a browser's history or a proxy's log does not tell who made it. The
+// server reads the owner from the execution.
+func TestStreamTokenHoldsNoPrincipal(t *testing.T) {
+	var gets getCounter
+	e := newAuthEnv(t, withAPIStore(gets.wrap))
+	acc := e.submitAs(t, carolToken, "chat")
+	for _, link := range []string{acc.Links.Events, acc.Links.Result} {
+		u, err := url.Parse(link)
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw, err := base64.RawURLEncoding.DecodeString(u.Query().Get("token"))
+		if err != nil {
+			t.Fatalf("token of %s: %v", u.Path, err)
+		}
+		if bytes.Contains(raw, []byte("carol")) {
+			t.Errorf("the token of %s holds the principal: %q", u.Path, raw)
+		}
+		// The owner comes from the execution's record, which the endpoint reads anyway:
+		// one Get per request.
+		before := gets.n.Load()
+		if a := e.call(t, http.MethodGet, link, "", "", "Accept", "application/json"); a.status != http.StatusOK {
+			t.Errorf("GET %s by link: %d %s", u.Path, a.status, a.body)
+		}
+		if n := gets.n.Load() - before; n != 1 {
+			t.Errorf("GET %s by link read the status %d times, want once", u.Path, n)
+		}
+	}
+	// A token for an execution that does not exist is refused like an altered one, and
+	// one that is malformed or expired costs no store read.
+	u, _ := url.Parse(acc.Links.Events)
+	token := u.Query().Get("token")
+	if a := e.call(t, http.MethodGet, "/v1/executions/exe_missing/events?token="+token, "", "", "Accept", "application/json"); a.status != http.StatusUnauthorized || a.code(t) != protocol.CodeUnauthenticated {
+		t.Errorf("token for a missing execution: %d %s, want 401", a.status, a.body)
+	}
+	before := gets.n.Load()
+	if a := e.call(t, http.MethodGet, u.Path+"?token="+token[:len(token)-1], "", "", "Accept", "application/json"); a.status != http.StatusUnauthorized {
+		t.Errorf("truncated token: %d, want 401", a.status)
+	}
+	if n := gets.n.Load() - before; n != 0 {
+		t.Errorf("a malformed token cost %d status reads", n)
+	}
+	e.waitDone(t, acc.ID, carolToken)
+}
+
+// getCounter counts the status reads of the store it wraps.
+type getCounter struct {
+	n atomic.Int64
+}
+
+func (c *getCounter) wrap(s eventstore.Store) eventstore.Store { return &countedGets{s, c} }
+
+type countedGets struct {
+	eventstore.Store
+	c *getCounter
+}
+
+func (s *countedGets) Get(ctx context.Context, id string) (eventstore.Status, error) {
+	s.c.n.Add(1)
+	return s.Store.Get(ctx, id)
 }

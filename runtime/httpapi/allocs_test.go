@@ -119,14 +119,26 @@ func (d *discardStream) SetWriteDeadline(time.Time) error { return nil }
 func (d *discardStream) SetReadDeadline(time.Time) error  { return nil }
 
 // TestIdleStreamStack: an event stream waiting for events keeps at most
-// maxStackPerIdleStream of goroutine stack on the server. The clients are bare
-// connections, without goroutines of their own, and the collector is off while the
-// streams are open, since it could shrink a grown stack and hide the regression.
+// maxStackPerIdleStream of goroutine stack on the server, also one a browser opened
+// with the signed link of a submission. The clients are bare connections, without
+// goroutines of their own, and the collector is off while the streams are open, since it
+// could shrink a grown stack and hide the regression.
 func TestIdleStreamStack(t *testing.T) {
+	t.Run("without authentication", func(t *testing.T) {
+		e := newEnv(t)
+		e.setScript(hang)
+		idleStreamStack(t, e, "/v1/executions/"+e.submit(t, chat("wait with me"))+"/events")
+	})
+	t.Run("by stream link", func(t *testing.T) {
+		e := newAuthEnv(t)
+		e.setScript(hang)
+		idleStreamStack(t, e, e.submitAs(t, aliceToken, "chat").Links.Events)
+	})
+}
+
+// idleStreamStack measures the stack of idle streams of path (an execution's events).
+func idleStreamStack(t *testing.T, e *env, path string) {
 	const streams = 200
-	e := newEnv(t)
-	e.setScript(hang)
-	id := e.submit(t, chat("wait with me"))
 	defer debug.SetGCPercent(debug.SetGCPercent(-1))
 	addr := strings.TrimPrefix(e.srv.URL, "http://")
 	open := func() {
@@ -135,7 +147,7 @@ func TestIdleStreamStack(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { conn.Close() })
-		fmt.Fprintf(conn, "GET /v1/executions/%s/events HTTP/1.1\r\nHost: %s\r\nAccept: text/event-stream\r\n\r\n", id, addr)
+		fmt.Fprintf(conn, "GET %s HTTP/1.1\r\nHost: %s\r\nAccept: text/event-stream\r\n\r\n", path, addr)
 		// The stream is open and idle once its head and the events so far have arrived:
 		// they end with the route.selected frame.
 		r := bufio.NewReader(conn)

@@ -56,6 +56,7 @@ type envConfig struct {
 	store         []memory.Option
 	listener      func(net.Listener) net.Listener
 	wrap          func(http.Handler) http.Handler
+	apiStore      func(eventstore.Store) eventstore.Store
 	server        func(*http.Server)
 	deployments   []routing.Deployment
 }
@@ -64,6 +65,12 @@ type envOption func(*envConfig)
 
 func withAPI(f func(*httpapi.Config)) envOption { return func(c *envConfig) { f(&c.api) } }
 func withMaxConcurrent(n int) envOption         { return func(c *envConfig) { c.maxConcurrent = n } }
+
+// withAPIStore gives the server the store f makes of the environment's; the engine keeps
+// the environment's.
+func withAPIStore(f func(eventstore.Store) eventstore.Store) envOption {
+	return func(c *envConfig) { c.apiStore = f }
+}
 func withStore(opts ...memory.Option) envOption { return func(c *envConfig) { c.store = opts } }
 func withListener(f func(net.Listener) net.Listener) envOption {
 	return func(c *envConfig) { c.listener = f }
@@ -107,6 +114,9 @@ func newEnv(t testing.TB, opts ...envOption) *env {
 	})
 	api := cfg.api
 	api.Engine, api.Store = e.engine, e.store
+	if cfg.apiStore != nil {
+		api.Store = cfg.apiStore(e.store)
+	}
 	h := httpapi.NewServer(api)
 	e.handler = h
 	if cfg.wrap != nil {

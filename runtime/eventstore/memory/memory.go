@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -88,7 +89,7 @@ type Store struct {
 	resMu        sync.Mutex
 	reservations map[string]reservation
 	resScopes    map[string]*resQueue // each scope's reservations; no queue is empty
-	secrets      map[string][]byte    // under resMu
+	secrets      map[string]secret    // under resMu
 
 	closed    chan struct{} // closed by Close, wakes every waiter
 	isClosed  atomic.Bool   // cheap check for the non-blocking methods
@@ -113,7 +114,7 @@ func New(opts ...Option) *Store {
 		execs:        make(map[string]*execution),
 		reservations: make(map[string]reservation),
 		resScopes:    make(map[string]*resQueue),
-		secrets:      make(map[string][]byte),
+		secrets:      make(map[string]secret),
 		closed:       make(chan struct{}),
 	}
 	if c.interval > 0 {
@@ -644,22 +645,31 @@ func (s *Store) expire(scope string, q *resQueue, now time.Time) {
 	}
 }
 
-// Secret implements eventstore.Store.
-func (s *Store) Secret(_ context.Context, name string, candidate []byte) ([]byte, error) {
-	if name == "" || len(candidate) == 0 {
-		return nil, fmt.Errorf("secret %q: empty name or candidate: %w", name, eventstore.ErrInvalid)
+// Secret implements eventstore.Store. Expired secrets are dropped here, on every call:
+// there are a few of them (one per rotation period of the stream-link key).
+func (s *Store) Secret(_ context.Context, name string, candidate []byte, ttl time.Duration) ([]byte, error) {
+	if name == "" || len(candidate) == 0 || ttl <= 0 {
+		return nil, fmt.Errorf("secret %q: empty name or candidate, or ttl %v: %w", name, ttl, eventstore.ErrInvalid)
 	}
 	if s.isClosed.Load() {
 		return nil, eventstore.ErrClosed
 	}
+	now := s.now()
 	s.resMu.Lock()
 	defer s.resMu.Unlock()
+	maps.DeleteFunc(s.secrets, func(_ string, v secret) bool { return !now.Before(v.expiresAt) })
 	cur, ok := s.secrets[name]
 	if !ok {
-		cur = bytes.Clone(candidate)
+		cur = secret{value: bytes.Clone(candidate), expiresAt: now.Add(ttl)}
 		s.secrets[name] = cur
 	}
-	return bytes.Clone(cur), nil
+	return bytes.Clone(cur.value), nil
+}
+
+// secret is a value Secret stored.
+type secret struct {
+	value     []byte
+	expiresAt time.Time
 }
 
 // Acquire implements eventstore.Store.

@@ -1058,16 +1058,16 @@ func (s *Store) Release(ctx context.Context, key, executionID string) error {
 	return nil
 }
 
-// Secret implements eventstore.Store: SET NX GET stores the candidate unless a secret
-// exists, and answers the existing one, in one atomic command.
-func (s *Store) Secret(ctx context.Context, name string, candidate []byte) ([]byte, error) {
-	if name == "" || len(candidate) == 0 {
-		return nil, fmt.Errorf("secret %q: empty name or candidate: %w", name, eventstore.ErrInvalid)
+// Secret implements eventstore.Store: SET NX GET PX stores the candidate with its expiry
+// unless a secret exists, and answers the existing one, in one atomic command.
+func (s *Store) Secret(ctx context.Context, name string, candidate []byte, ttl time.Duration) ([]byte, error) {
+	if name == "" || len(candidate) == 0 || ttl <= 0 {
+		return nil, fmt.Errorf("secret %q: empty name or candidate, or ttl %v: %w", name, ttl, eventstore.ErrInvalid)
 	}
 	if s.isClosed.Load() {
 		return nil, eventstore.ErrClosed
 	}
-	old, err := s.client.SetArgs(ctx, s.secretKey(name), candidate, goredis.SetArgs{Mode: "NX", Get: true}).Bytes()
+	old, err := s.client.SetArgs(ctx, s.secretKey(name), candidate, goredis.SetArgs{Mode: "NX", Get: true, TTL: ttl}).Bytes()
 	switch {
 	case errors.Is(err, goredis.Nil):
 		return bytes.Clone(candidate), nil // stored now

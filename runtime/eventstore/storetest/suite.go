@@ -65,6 +65,7 @@ var tests = []struct {
 	{"SnapshotRejectsUndecodableData", testSnapshotRejectsUndecodableData},
 	{"SnapshotCopies", testSnapshotCopies},
 	{"SecretSharedOnce", testSecretSharedOnce},
+	{"SecretExpires", testSecretExpires},
 	{"LeaseAcquisition", testLeaseAcquisition},
 	{"LeaseRenewal", testLeaseRenewal},
 	{"LeaseExpiry", testLeaseExpiry},
@@ -1179,12 +1180,12 @@ func result(t *testing.T, call <-chan error) error {
 func testSecretSharedOnce(t *testing.T, h Harness) {
 	ctx := t.Context()
 	name := "secret-" + rand.Text()
-	first, err := h.Store.Secret(ctx, name, []byte("first"))
+	first, err := h.Store.Secret(ctx, name, []byte("first"), h.Retention)
 	if err != nil || string(first) != "first" {
 		t.Fatalf("Secret: %q, %v; want the candidate stored", first, err)
 	}
 	first[0] = 'X' // the caller's own copy
-	again, err := h.Peer.Secret(ctx, name, []byte("second"))
+	again, err := h.Peer.Secret(ctx, name, []byte("second"), h.Retention)
 	if err != nil || string(again) != "first" {
 		t.Fatalf("Secret from the peer: %q, %v; want the first candidate", again, err)
 	}
@@ -1198,7 +1199,7 @@ func testSecretSharedOnce(t *testing.T, h Harness) {
 			s = h.Peer
 		}
 		wg.Go(func() {
-			b, err := s.Secret(ctx, raced, fmt.Appendf(nil, "candidate-%d", i))
+			b, err := s.Secret(ctx, raced, fmt.Appendf(nil, "candidate-%d", i), h.Retention)
 			if err != nil {
 				t.Errorf("Secret: %v", err)
 			}
@@ -1215,9 +1216,28 @@ func testSecretSharedOnce(t *testing.T, h Harness) {
 	for _, c := range []struct {
 		name      string
 		candidate []byte
-	}{{"", []byte("x")}, {name, nil}} {
-		if _, err := h.Store.Secret(ctx, c.name, c.candidate); !errors.Is(err, eventstore.ErrInvalid) {
-			t.Errorf("Secret(%q, %q): %v, want ErrInvalid", c.name, c.candidate, err)
+		ttl       time.Duration
+	}{{"", []byte("x"), time.Hour}, {name, nil, time.Hour}, {name, []byte("x"), 0}, {name, []byte("x"), -time.Second}} {
+		if _, err := h.Store.Secret(ctx, c.name, c.candidate, c.ttl); !errors.Is(err, eventstore.ErrInvalid) {
+			t.Errorf("Secret(%q, %q, %v): %v, want ErrInvalid", c.name, c.candidate, c.ttl, err)
 		}
+	}
+}
+
+// testSecretExpires: a secret is gone ttl after it was stored, for every handle; the
+// next candidate offered then becomes the secret. Asking again does not extend it.
+func testSecretExpires(t *testing.T, h Harness) {
+	ctx := t.Context()
+	name := "secret-" + rand.Text()
+	if got, err := h.Store.Secret(ctx, name, []byte("first"), h.Retention); err != nil || string(got) != "first" {
+		t.Fatalf("Secret: %q, %v; want the candidate stored", got, err)
+	}
+	h.Advance(h.Retention / 2)
+	if got, err := h.Peer.Secret(ctx, name, []byte("second"), h.Retention); err != nil || string(got) != "first" {
+		t.Fatalf("Secret before its ttl: %q, %v; want the first candidate", got, err)
+	}
+	h.Advance(h.Retention)
+	if got, err := h.Peer.Secret(ctx, name, []byte("third"), h.Retention); err != nil || string(got) != "third" {
+		t.Fatalf("Secret after its ttl: %q, %v; want the new candidate", got, err)
 	}
 }
