@@ -788,3 +788,50 @@ func TestStaticAuth(t *testing.T) {
 	}
 	c.canary(t, "switchboard", e.runtime.String())
 }
+
+// TestStaticMetrics: in static mode /metrics answers only a token whose line has the
+// grant metrics (spec/authentication.md, "Metrics").
+func TestStaticMetrics(t *testing.T) {
+	c := newAuthClient()
+	scraper, caller := c.secret("the scraper's token", "tok-scraper-"+rand.Text()), c.secret("a caller's token", "tok-caller-"+rand.Text())
+	path := filepath.Join(t.TempDir(), "tokens")
+	if err := os.WriteFile(path, []byte(scraper+",prometheus,monitoring,metrics\n"+caller+",alice,e2e,read,cancel\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	metricsAddr := freeAddr(t)
+	e := setup(t, "--auth=static", "--auth-tokens-file", path, "--metrics-bind-address", metricsAddr)
+	scrape := func(token string) (int, string) {
+		req, err := http.NewRequest(http.MethodGet, "http://"+metricsAddr+"/metrics", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := c.http.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body)
+	}
+	for what, tc := range map[string]struct {
+		token  string
+		status int
+	}{
+		"no token":                  {"", http.StatusUnauthorized},
+		"an unknown token":          {"tok-nobody", http.StatusUnauthorized},
+		"a token without the grant": {caller, http.StatusForbidden},
+		"the scraper's token":       {scraper, http.StatusOK},
+	} {
+		status, body := scrape(tc.token)
+		if status != tc.status {
+			t.Errorf("%s: %d, want %d", what, status, tc.status)
+		}
+		if served := strings.Contains(body, "switchboard_"); served != (status == http.StatusOK) {
+			t.Errorf("%s: metrics served: %v", what, served)
+		}
+	}
+	c.canary(t, "switchboard", e.runtime.String())
+}

@@ -108,7 +108,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.SetOutput(stderr)
 	fs.StringVar(&o.runtimeAddr, "runtime-bind-address", ":8080", "Address the execution HTTP API listens on.")
 	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "Address serving /healthz and /readyz.")
-	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8443", "Address serving Prometheus /metrics; 0 disables it.")
+	fs.StringVar(&o.metricsAddr, "metrics-bind-address", "", "Address serving Prometheus /metrics; 0 disables it. Default :8443, but 127.0.0.1:8443 in standalone mode with --auth=none, where nothing checks who scrapes.")
 	fs.StringVar(&o.pprofAddr, "pprof-bind-address", "0", "Address serving Go's profiles at /debug/pprof/ (net/http/pprof), unauthenticated: bind it to loopback, e.g. 127.0.0.1:6060; 0 disables it.")
 	fs.BoolVar(&o.leaderElect, "leader-elect", false, "Elect a leader among replicas; only the leader writes status.")
 	fs.StringVar(&o.leaderElectNS, "leader-election-namespace", "", "Namespace of the leader-election Lease. Default: $POD_NAMESPACE, else the kubeconfig context's namespace, else the pod's own namespace.")
@@ -182,6 +182,14 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	}
 	if o.authMode == "kubernetes" && o.manifests != "" {
 		return nil, errors.New("--auth=kubernetes needs cluster mode; use none or static with --manifests")
+	}
+	if o.metricsAddr == "" {
+		// Without authentication nothing guards /metrics, which names every deployment
+		// and model: only this host reaches it unless the operator says otherwise.
+		o.metricsAddr = ":8443"
+		if o.manifests != "" && o.authMode == "none" {
+			o.metricsAddr = "127.0.0.1:8443"
+		}
 	}
 	if o.maxEvents < engine.MinMaxEvents {
 		return nil, fmt.Errorf("--max-events-per-execution must be at least %d, got %d", engine.MinMaxEvents, o.maxEvents)
@@ -332,7 +340,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	ready := readiness{holder: holder, draining: &draining}
 	registry := routing.NewRegistry(holder, routing.OnPublish(metrics.TablePublished))
 	if o.manifests != "" {
-		return runStandalone(serving, o, registry, ready, api, log)
+		return runStandalone(serving, o, registry, ready, api, callers, log)
 	}
 	return runInCluster(serving, o, kubeConfig, registry, ready, api)
 }
@@ -520,8 +528,10 @@ func runInCluster(ctx context.Context, o *options, cfg *rest.Config, registry *r
 	return mgr.Start(ctx)
 }
 
-// runStandalone serves from manifest files: no cluster, the same table builder.
-func runStandalone(ctx context.Context, o *options, registry *routing.Registry, ready readiness, api *http.Server, log logr.Logger) error {
+// runStandalone serves from manifest files: no cluster, the same table builder. callers
+// is what --auth selected (nil for none).
+func runStandalone(ctx context.Context, o *options, registry *routing.Registry, ready readiness, api *http.Server,
+	callers *auth.Auth, log logr.Logger) error {
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error {
 		return controllers.WatchManifests(ctx, o.manifests, registry, 0, log.WithName("manifests"))
@@ -535,8 +545,14 @@ func runStandalone(ctx context.Context, o *options, registry *routing.Registry, 
 	}}))
 	servers := []*http.Server{api, newHTTPServer(o, o.probeAddr, probes)}
 	if o.metricsAddr != "0" {
+		h := promhttp.HandlerFor(ctrlmetrics.Registry, promhttp.HandlerOpts{})
+		if callers != nil {
+			// Static mode: only tokens with the grant metrics (spec/authentication.md,
+			// "Metrics").
+			h = auth.MetricsFilter(*callers, log.WithName("metrics"), h)
+		}
 		metrics := http.NewServeMux()
-		metrics.Handle("/metrics", promhttp.HandlerFor(ctrlmetrics.Registry, promhttp.HandlerOpts{}))
+		metrics.Handle("/metrics", h)
 		servers = append(servers, newHTTPServer(o, o.metricsAddr, metrics))
 	}
 	if o.pprofAddr != "0" && o.pprofAddr != "" {
@@ -545,7 +561,7 @@ func runStandalone(ctx context.Context, o *options, registry *routing.Registry, 
 	for _, srv := range servers {
 		g.Go(func() error { return serve(ctx, srv) })
 	}
-	log.Info("Starting switchboard in standalone mode", "manifests", o.manifests, "runtime", o.runtimeAddr)
+	log.Info("Starting switchboard in standalone mode", "manifests", o.manifests, "runtime", o.runtimeAddr, "metrics", o.metricsAddr)
 	return g.Wait()
 }
 

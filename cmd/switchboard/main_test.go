@@ -55,3 +55,25 @@ func TestFlagValidation(t *testing.T) {
 		t.Errorf("no limit of reservations rejected: %v", err)
 	}
 }
+
+// /metrics is bound to loopback by default only where nothing checks who scrapes it:
+// standalone mode with --auth=none.
+func TestMetricsBindAddressDefault(t *testing.T) {
+	for args, want := range map[string]string{
+		"--manifests=/m":                                     "127.0.0.1:8443",
+		"--manifests=/m --auth=none":                         "127.0.0.1:8443",
+		"--manifests=/m --auth=static --auth-tokens-file=/t": ":8443",
+		"":            ":8443",
+		"--auth=none": ":8443",
+		"--manifests=/m --metrics-bind-address=0.0.0.0:9000": "0.0.0.0:9000",
+		"--manifests=/m --metrics-bind-address=0":            "0",
+	} {
+		o, err := parseFlags(strings.Fields(args), &strings.Builder{})
+		if err != nil {
+			t.Fatalf("parseFlags(%s): %v", args, err)
+		}
+		if o.metricsAddr != want {
+			t.Errorf("parseFlags(%s): metrics on %q, want %q", args, o.metricsAddr, want)
+		}
+	}
+}
