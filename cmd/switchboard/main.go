@@ -6,6 +6,7 @@ package main
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -15,6 +16,7 @@ import (
 	"net/http/pprof"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -31,6 +33,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -95,6 +98,11 @@ type options struct {
 	tokenRotation   time.Duration
 	maxPerPrincipal int
 	metricsSecure   bool
+	metricsCertPath string
+	metricsCertName string
+	metricsCertKey  string
+	tlsCertFile     string
+	tlsKeyFile      string
 	otelEndpoint    string
 	allowLoopback   bool
 	watchNamespaces []string
@@ -107,6 +115,8 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs := flag.NewFlagSet("switchboard", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&o.runtimeAddr, "runtime-bind-address", ":8080", "Address the execution HTTP API listens on.")
+	fs.StringVar(&o.tlsCertFile, "tls-cert-file", "", "PEM certificate (chain) of the execution API, which is then served over HTTPS; with --tls-key-file. Both files are read again when they change (cert-manager renews them); a pair that does not load keeps the previous one.")
+	fs.StringVar(&o.tlsKeyFile, "tls-key-file", "", "PEM private key of --tls-cert-file.")
 	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "Address serving /healthz and /readyz.")
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", "", "Address serving Prometheus /metrics; 0 disables it. Default :8443, but 127.0.0.1:8443 in standalone mode with --auth=none, where nothing checks who scrapes.")
 	fs.StringVar(&o.pprofAddr, "pprof-bind-address", "0", "Address serving Go's profiles at /debug/pprof/ (net/http/pprof), unauthenticated: bind it to loopback, e.g. 127.0.0.1:6060; 0 disables it.")
@@ -142,6 +152,9 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		return err
 	})
 	fs.BoolVar(&o.metricsSecure, "metrics-secure", true, "In cluster mode, serve /metrics over TLS to callers whose token RBAC allows get on /metrics; false serves plain HTTP.")
+	fs.StringVar(&o.metricsCertPath, "metrics-cert-path", "", "In cluster mode with --metrics-secure, the directory holding the serving certificate of /metrics (read again when it changes); default: a self-signed certificate.")
+	fs.StringVar(&o.metricsCertName, "metrics-cert-name", "tls.crt", "The certificate's file name in --metrics-cert-path.")
+	fs.StringVar(&o.metricsCertKey, "metrics-cert-key", "tls.key", "The private key's file name in --metrics-cert-path.")
 	fs.StringVar(&o.otelEndpoint, "otel-endpoint", "", "Base URL of the OTLP endpoint to export traces to, e.g. http://otel-collector:4318 (spans go to its /v1/traces); default: $OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or $OTEL_EXPORTER_OTLP_ENDPOINT; none of them: tracing is off.")
 	fs.DurationVar(&o.retention, "retention", 0, "How long terminal executions are kept (default 1h for memory, 24h for redis).")
 	fs.BoolVar(&o.allowLoopback, "allow-loopback-endpoints", false, "Let provider endpoints and token endpoints resolve to loopback (127.0.0.0/8, ::1). Default: true in standalone mode (--manifests), false in cluster mode. Link-local, cloud metadata, multicast and unspecified addresses are never dialled (spec/modeldeployments.md).")
@@ -190,6 +203,12 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		if o.manifests != "" && o.authMode == "none" {
 			o.metricsAddr = "127.0.0.1:8443"
 		}
+	}
+	if (o.tlsCertFile == "") != (o.tlsKeyFile == "") {
+		return nil, errors.New("--tls-cert-file and --tls-key-file go together")
+	}
+	if o.metricsCertPath != "" && (o.manifests != "" || !o.metricsSecure) {
+		return nil, errors.New("--metrics-cert-path needs cluster mode with --metrics-secure")
 	}
 	if o.maxEvents < engine.MinMaxEvents {
 		return nil, fmt.Errorf("--max-events-per-execution must be at least %d, got %d", engine.MinMaxEvents, o.maxEvents)
@@ -336,13 +355,35 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		Tracer:          tracer,
 	}))
 	api.BaseContext = func(net.Listener) context.Context { return serving }
+	var certs []*certwatcher.CertWatcher
+	if o.tlsCertFile != "" {
+		w, err := servingTLS(api, o.tlsCertFile, o.tlsKeyFile)
+		if err != nil {
+			return fmt.Errorf("--tls-cert-file: %w", err)
+		}
+		certs = append(certs, w)
+	}
 
 	ready := readiness{holder: holder, draining: &draining}
 	registry := routing.NewRegistry(holder, routing.OnPublish(metrics.TablePublished))
 	if o.manifests != "" {
-		return runStandalone(serving, o, registry, ready, api, callers, log)
+		return runStandalone(serving, o, registry, ready, api, callers, certs, log)
 	}
-	return runInCluster(serving, o, kubeConfig, registry, ready, api)
+	return runInCluster(serving, o, kubeConfig, registry, ready, api, certs)
+}
+
+// servingTLS makes srv serve HTTPS with the key pair of certFile and keyFile, and returns
+// the watcher that reloads it when the files change (controller-runtime's certwatcher, as
+// kubebuilder's scaffold uses for webhooks and metrics): it polls the files and follows
+// their file-system events, and a pair that does not load is logged and leaves the
+// previous one in force. The watcher serves nothing until it is started.
+func servingTLS(srv *http.Server, certFile, keyFile string) (*certwatcher.CertWatcher, error) {
+	w, err := certwatcher.New(certFile, keyFile)
+	if err != nil {
+		return nil, err
+	}
+	srv.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: w.GetCertificate}
+	return w, nil
 }
 
 // reviewClientQPS bounds the token and access reviews one replica sends per second.
@@ -478,7 +519,7 @@ func openStore(ctx context.Context, o *options, log logr.Logger) (eventstore.Sto
 
 // runInCluster runs the controller manager; the runtime's HTTP server is one of its
 // runnables, on every replica.
-func runInCluster(ctx context.Context, o *options, cfg *rest.Config, registry *routing.Registry, ready readiness, api *http.Server) error {
+func runInCluster(ctx context.Context, o *options, cfg *rest.Config, registry *routing.Registry, ready readiness, api *http.Server, certs []*certwatcher.CertWatcher) error {
 	scheme := runtime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
 	utilruntime.Must(v1alpha1.AddToScheme(scheme))
@@ -491,6 +532,16 @@ func runInCluster(ctx context.Context, o *options, cfg *rest.Config, registry *r
 	if o.metricsSecure {
 		metrics.SecureServing = true
 		metrics.FilterProvider = kubeauth.MetricsFilter
+	}
+	if o.metricsCertPath != "" {
+		// A mounted certificate (cert-manager's), reloaded when it is renewed, as
+		// kubebuilder's cmd/main.go wires --metrics-cert-path.
+		w, err := certwatcher.New(filepath.Join(o.metricsCertPath, o.metricsCertName), filepath.Join(o.metricsCertPath, o.metricsCertKey))
+		if err != nil {
+			return fmt.Errorf("--metrics-cert-path: %w", err)
+		}
+		metrics.TLSOpts = append(metrics.TLSOpts, func(c *tls.Config) { c.GetCertificate = w.GetCertificate })
+		certs = append(certs, w)
 	}
 	mgrOpts := ctrl.Options{
 		Scheme:                 scheme,
@@ -522,6 +573,11 @@ func runInCluster(ctx context.Context, o *options, cfg *rest.Config, registry *r
 	if err := mgr.AddReadyzCheck("not-draining", ready.notDraining); err != nil {
 		return err
 	}
+	for _, w := range certs {
+		if err := mgr.Add(w); err != nil {
+			return err
+		}
+	}
 	if err := mgr.Add(httpRunnable{api}); err != nil {
 		return err
 	}
@@ -531,11 +587,14 @@ func runInCluster(ctx context.Context, o *options, cfg *rest.Config, registry *r
 // runStandalone serves from manifest files: no cluster, the same table builder. callers
 // is what --auth selected (nil for none).
 func runStandalone(ctx context.Context, o *options, registry *routing.Registry, ready readiness, api *http.Server,
-	callers *auth.Auth, log logr.Logger) error {
+	callers *auth.Auth, certs []*certwatcher.CertWatcher, log logr.Logger) error {
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error {
 		return controllers.WatchManifests(ctx, o.manifests, registry, 0, log.WithName("manifests"))
 	})
+	for _, w := range certs {
+		g.Go(func() error { return w.Start(ctx) })
+	}
 
 	probes := http.NewServeMux()
 	probes.Handle("/healthz", http.StripPrefix("/healthz", &healthz.Handler{Checks: map[string]healthz.Checker{"ping": healthz.Ping}}))
@@ -608,7 +667,13 @@ func serve(ctx context.Context, srv *http.Server) error {
 		return fmt.Errorf("listen on %s: %w", srv.Addr, err)
 	}
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
+	go func() {
+		if srv.TLSConfig != nil {
+			errc <- srv.ServeTLS(ln, "", "") // the certificate comes from TLSConfig.GetCertificate
+			return
+		}
+		errc <- srv.Serve(ln)
+	}()
 	select {
 	case err := <-errc:
 		return fmt.Errorf("serve %s: %w", srv.Addr, err)

@@ -39,9 +39,13 @@ func TestFlagValidation(t *testing.T) {
 		"stray":                         "unexpected arguments",
 
 		// 0 is no limit; only a negative count is refused.
-		"--max-reservations-per-principal=-1":   "must be positive",
-		"--stream-token-key-rotation=10m":       "at least --stream-token-ttl",
-		"--stream-token-key-rotation=1h30m0.5s": "whole seconds",
+		"--max-reservations-per-principal=-1":                   "must be positive",
+		"--stream-token-key-rotation=10m":                       "at least --stream-token-ttl",
+		"--stream-token-key-rotation=1h30m0.5s":                 "whole seconds",
+		"--tls-cert-file=/etc/tls/tls.crt":                      "go together",
+		"--tls-key-file=/etc/tls/tls.key":                       "go together",
+		"--manifests=/m --metrics-cert-path=/etc/metrics-certs": "needs cluster mode with --metrics-secure",
+		"--metrics-secure=false --metrics-cert-path=/etc/m":     "needs cluster mode with --metrics-secure",
 	} {
 		_, err := parseFlags(strings.Fields(args), &strings.Builder{})
 		if err == nil || !strings.Contains(err.Error(), want) {
