@@ -345,6 +345,7 @@ func TestArgsAreFlags(t *testing.T) {
 			"eventStore.redis.sentinel.passwordSecret.name=sentinel", "auth.streamToken.existingSecret=stream-key",
 			"auth.streamToken.ttl=5m", "runtime.executionLease=20s", "runtime.idempotencyTTL=48h",
 			"watchNamespaces={ai}", "metrics.tls.existingSecret=metrics-cert",
+			"service.tls.existingSecret=api-tls", "auth.streamToken.keyRotation=12h",
 		}},
 		set("auth.mode=static", "auth.static.existingSecret=tokens", "metrics.enabled=false", "leaderElection.enabled=false"),
 	} {

@@ -78,14 +78,49 @@ memory store.
 {{- end }}
 
 {{/*
-The DNS name of the runtime's Service, as callers in the cluster use it.
+The URL of the runtime's Service, as callers in the cluster use it.
 */}}
 {{- define "switchboard.runtimeURL" -}}
 {{- $host := printf "%s.%s.svc" (include "switchboard.fullname" .) .Release.Namespace }}
-{{- if eq (int .Values.service.port) 80 }}
-{{- printf "http://%s" $host }}
+{{- $scheme := include "switchboard.runtimeScheme" . }}
+{{- if eq (int .Values.service.port) (ternary 443 80 (eq $scheme "https")) }}
+{{- printf "%s://%s" $scheme $host }}
 {{- else }}
-{{- printf "http://%s:%d" $host (int .Values.service.port) }}
+{{- printf "%s://%s:%d" $scheme $host (int .Values.service.port) }}
+{{- end }}
+{{- end }}
+
+{{/*
+The scheme of the execution API: https with a certificate, else http.
+*/}}
+{{- define "switchboard.runtimeScheme" -}}
+{{- ternary "https" "http" (ne (include "switchboard.runtimeTLSSecret" .) "") }}
+{{- end }}
+
+{{/*
+The Secret of the execution API's certificate: service.tls.existingSecret, else the
+cert-manager Certificate's with certManager.enabled, else none.
+*/}}
+{{- define "switchboard.runtimeTLSSecret" -}}
+{{- if .Values.service.tls.existingSecret }}
+{{- .Values.service.tls.existingSecret }}
+{{- else if .Values.certManager.enabled }}
+{{- printf "%s-runtime-tls" (include "switchboard.fullname" .) }}
+{{- end }}
+{{- end }}
+
+{{/*
+The Secret of /metrics' certificate, which only the secure metrics server uses:
+metrics.tls.existingSecret, else the cert-manager Certificate's with certManager.enabled,
+else none (a self-signed certificate).
+*/}}
+{{- define "switchboard.metricsTLSSecret" -}}
+{{- if and .Values.metrics.enabled .Values.metrics.secure }}
+{{- if .Values.metrics.tls.existingSecret }}
+{{- .Values.metrics.tls.existingSecret }}
+{{- else if .Values.certManager.enabled }}
+{{- printf "%s-metrics-tls" (include "switchboard.fullname" .) }}
+{{- end }}
 {{- end }}
 {{- end }}
 
@@ -105,5 +140,8 @@ values.schema.json refuses the same values first.
 {{- end }}
 {{- if and (eq .Values.auth.mode "kubernetes") (not .Values.auth.audiences) }}
 {{- fail "auth.audiences: auth.mode=kubernetes needs at least one audience" }}
+{{- end }}
+{{- if and .Values.metrics.tls.existingSecret (not .Values.metrics.secure) }}
+{{- fail "metrics.tls.existingSecret: needs metrics.secure=true, which serves /metrics over TLS" }}
 {{- end }}
 {{- end }}

@@ -29,10 +29,15 @@ that the kubelet updates it in place (the tokens file is re-read when it changes
   mountPath: /etc/switchboard/stream-token
   readOnly: true
 {{- end }}
-{{- if and .Values.metrics.enabled .Values.metrics.tls.existingSecret }}
-# Where controller-runtime's metrics server looks for tls.crt and tls.key.
+{{- if include "switchboard.runtimeTLSSecret" . }}
+- name: runtime-tls
+  mountPath: /etc/switchboard/tls
+  readOnly: true
+{{- end }}
+{{- if include "switchboard.metricsTLSSecret" . }}
+# --metrics-cert-path, as kubebuilder's chart mounts the metrics certificate.
 - name: metrics-cert
-  mountPath: /tmp/k8s-metrics-server/serving-certs
+  mountPath: /tmp/k8s-metrics-server/metrics-certs
   readOnly: true
 {{- end }}
 {{- with .Values.extraVolumeMounts }}
@@ -98,10 +103,21 @@ group podSecurityContext.fsGroup).
       - key: {{ .Values.auth.streamToken.key }}
         path: key
 {{- end }}
-{{- if and .Values.metrics.enabled .Values.metrics.tls.existingSecret }}
+{{- with include "switchboard.runtimeTLSSecret" . }}
+- name: runtime-tls
+  secret:
+    secretName: {{ . }}
+    defaultMode: 288
+    items:
+      - key: tls.crt
+        path: tls.crt
+      - key: tls.key
+        path: tls.key
+{{- end }}
+{{- with include "switchboard.metricsTLSSecret" . }}
 - name: metrics-cert
   secret:
-    secretName: {{ .Values.metrics.tls.existingSecret }}
+    secretName: {{ . }}
     defaultMode: 288
     items:
       - key: tls.crt
