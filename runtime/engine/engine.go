@@ -214,7 +214,7 @@ type SubmitOption func(*submission)
 type submission struct {
 	idempotencyKey string
 	principal      string
-	visible        func(namespace string) bool
+	visible        routing.Visibility
 }
 
 // WithPrincipal records the caller principal that creates the execution: it owns the
@@ -224,8 +224,9 @@ func WithPrincipal(name string) SubmitOption {
 }
 
 // WithVisible restricts routing to the deployments of the namespaces the caller may use
-// (routing.Query.Visible).
-func WithVisible(visible func(namespace string) bool) SubmitOption {
+// (routing.Query.Visible). An error of visible that is a *protocol.Error is Submit's
+// answer.
+func WithVisible(visible routing.Visibility) SubmitOption {
 	return func(s *submission) { s.visible = visible }
 }
 
@@ -265,6 +266,10 @@ func (e *Engine) Submit(ctx context.Context, id string, createdAt time.Time, req
 		var ne *routing.NoEligibleError
 		if errors.As(err, &ne) {
 			return Accepted{}, noRouteError(ne)
+		}
+		var pe *protocol.Error
+		if errors.As(err, &pe) {
+			return Accepted{}, pe // the caller's visibility refused (WithVisible)
 		}
 		e.log.Error(err, "Cannot route execution", "execution", id)
 		return Accepted{}, errInternal()
@@ -322,9 +327,6 @@ func (e *Engine) endOf(principal string) {
 		delete(e.perPrincipal, principal)
 	}
 }
-
-// Namespaces returns the namespaces of the current routing table's deployments.
-func (e *Engine) Namespaces() []string { return e.table.Load().Namespaces() }
 
 // admitter returns routing's admission check for req: a deployment is eligible only if
 // the engine has an adapter for its provider and that adapter can encode req for it.

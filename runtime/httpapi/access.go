@@ -4,21 +4,27 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"slices"
+	"sync/atomic"
 	"time"
+
+	"golang.org/x/sync/errgroup"
 
 	"github.com/switchboard-dev/switchboard/runtime/auth"
 	"github.com/switchboard-dev/switchboard/runtime/engine"
 	"github.com/switchboard-dev/switchboard/runtime/eventstore"
 	"github.com/switchboard-dev/switchboard/runtime/protocol"
+	"github.com/switchboard-dev/switchboard/runtime/routing"
 )
 
 // Authentication and per-caller isolation (spec/authentication.md).
 //
 // Every request is authenticated first: its principal goes into the request context.
 // A submission may use the models of the namespaces where RBAC lets its principal
-// create executions; routing sees no other deployment. An execution belongs to the
-// principal that created it: anyone else gets 404 for it, unless RBAC lets them get
-// (read) or update (cancel) executions in its namespace. Event streams and results can
+// create executions; routing sees no other deployment, and asks only about the
+// namespaces of those that could serve the request (visibility). An execution belongs
+// to the principal that created it: anyone else gets 404 for it, unless RBAC lets them
+// get (read) or update (cancel) executions in its namespace. Event streams and results can
 // also be read with the signed stream token of the 202 body's links, which grants
 // reading that one execution and nothing else; it names no principal, and is checked
 // against the execution's owner.
@@ -144,36 +150,91 @@ func principal(ctx context.Context) *auth.Principal {
 	return &auth.Principal{Name: auth.Anonymous}
 }
 
-// visibleNamespaces returns the namespaces of the routing table whose models the caller
-// may use, as routing's visibility filter: nil when every namespace is visible
-// (authentication is off, or RBAC allows the caller everywhere). It answers
-// permission_denied when the table has namespaces and the caller may use none.
-func (s *server) visibleNamespaces(ctx context.Context, p *auth.Principal) (func(string) bool, error) {
+// reviewFanOut bounds the access reviews one submission has in flight at once.
+const reviewFanOut = 8
+
+// visibility is routing's visibility for the caller p (routing.Visibility): it asks
+// whether p may create executions in the namespaces of the deployments that serve the
+// request's ability, concurrently, and in no other namespace — unless it may use none
+// of them: then whether it may use any namespace at all decides between 403
+// permission_denied and routing's 422, which must not depend on models the caller
+// cannot see. nil when authentication is off. Decisions are cached by the authorizer.
+func (s *server) visibility(ctx context.Context, p *auth.Principal) routing.Visibility {
 	if s.auth == nil {
-		return nil, nil
+		return nil
 	}
-	az := s.auth.Authorizer
-	// A cluster-wide grant (a ClusterRoleBinding) covers every namespace in one review.
-	if ok, err := az.Allowed(ctx, p, auth.VerbCreate, ""); err != nil {
-		return nil, s.authzFailed(err)
-	} else if ok {
-		return nil, nil
+	return func(candidates, all []string) (func(string) bool, error) {
+		allowed, err := s.allowedIn(ctx, p, candidates, false)
+		if err != nil {
+			return nil, err
+		}
+		visible := make([]string, 0, len(candidates))
+		for i, ns := range candidates {
+			if allowed[i] {
+				visible = append(visible, ns)
+			}
+		}
+		if len(visible) == 0 && len(all) > 0 {
+			// "" asks about every namespace at once (a ClusterRoleBinding); the
+			// candidates were just refused.
+			others := []string{""}
+			for _, ns := range all {
+				if !slices.Contains(candidates, ns) {
+					others = append(others, ns)
+				}
+			}
+			anywhere, err := s.allowedIn(ctx, p, others, true)
+			if err != nil {
+				return nil, err
+			}
+			if !slices.Contains(anywhere, true) {
+				return nil, errNoNamespace
+			}
+		}
+		return func(ns string) bool { return slices.Contains(visible, ns) }, nil
 	}
-	namespaces := s.engine.Namespaces()
-	allowed := make(map[string]bool, len(namespaces))
-	for _, ns := range namespaces {
-		ok, err := az.Allowed(ctx, p, auth.VerbCreate, ns)
+}
+
+// allowedIn asks whether p may create executions in each of namespaces, at most
+// reviewFanOut at once, and returns the answers in their order. With anyOne it asks no
+// further once one namespace is allowed. It answers errAuthUnavailable when a decision
+// could not be made.
+func (s *server) allowedIn(ctx context.Context, p *auth.Principal, namespaces []string, anyOne bool) ([]bool, error) {
+	allowed := make([]bool, len(namespaces))
+	if len(namespaces) == 1 { // the usual case, without a goroutine
+		ok, err := s.auth.Authorizer.Allowed(ctx, p, auth.VerbCreate, namespaces[0])
 		if err != nil {
 			return nil, s.authzFailed(err)
 		}
-		if ok {
-			allowed[ns] = true
+		allowed[0] = ok
+		return allowed, nil
+	}
+	var (
+		g     errgroup.Group
+		found atomic.Bool
+	)
+	g.SetLimit(reviewFanOut)
+	for i, ns := range namespaces {
+		if anyOne && found.Load() {
+			break
 		}
+		g.Go(func() error {
+			ok, err := s.auth.Authorizer.Allowed(ctx, p, auth.VerbCreate, ns)
+			if err != nil {
+				return err
+			}
+			allowed[i] = ok
+			if ok {
+				found.Store(true)
+			}
+			return nil
+		})
 	}
-	if len(namespaces) > 0 && len(allowed) == 0 {
-		return nil, errNoNamespace
+	// With anyOne, an allowed namespace answers whatever the others' reviews did.
+	if err := g.Wait(); err != nil && (!anyOne || !found.Load()) {
+		return nil, s.authzFailed(err)
 	}
-	return func(ns string) bool { return allowed[ns] }, nil
+	return allowed, nil
 }
 
 // authzFailed logs an authorization that could not be decided and answers it.

@@ -10,12 +10,15 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/switchboard-dev/switchboard/runtime/auth"
 	"github.com/switchboard-dev/switchboard/runtime/eventstore"
@@ -348,4 +351,69 @@ type countedGets struct {
 func (s *countedGets) Get(ctx context.Context, id string) (eventstore.Status, error) {
 	s.c.n.Add(1)
 	return s.Store.Get(ctx, id)
+}
+
+// spyAuthorizer records the questions a request asks and how many are in flight at once.
+// Each question waits, up to 200 ms, until wantConcurrent are in flight, so that
+// questions asked together are seen together and questions asked one after the other
+// are not.
+type spyAuthorizer struct {
+	next           auth.Authorizer
+	wantConcurrent int
+	mu             sync.Mutex
+	asked          []string // "verb namespace"
+	inFlight       int
+	maxInFlight    int
+}
+
+func (s *spyAuthorizer) Allowed(ctx context.Context, p *auth.Principal, verb, ns string) (bool, error) {
+	s.mu.Lock()
+	s.asked = append(s.asked, verb+" "+ns)
+	s.inFlight++
+	s.maxInFlight = max(s.maxInFlight, s.inFlight)
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		s.inFlight--
+		s.mu.Unlock()
+	}()
+	for deadline := time.Now().Add(200 * time.Millisecond); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		s.mu.Lock()
+		enough := s.inFlight >= s.wantConcurrent
+		s.mu.Unlock()
+		if enough {
+			break
+		}
+	}
+	return s.next.Allowed(ctx, p, verb, ns)
+}
+
+func (s *spyAuthorizer) questions() (asked []string, maxInFlight int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Sorted(slices.Values(s.asked)), s.maxInFlight
+}
+
+// A submission asks the authorizer only about the namespaces of the models that serve
+// its ability, all at once: not about every namespace of the table, one after the other.
+func TestSubmissionAsksAboutCandidateNamespacesOnly(t *testing.T) {
+	spy := &spyAuthorizer{wantConcurrent: 2}
+	e := newAuthEnv(t,
+		withDeployments(inNamespace("team-a", "small"), inNamespace("team-b", "small"),
+			inNamespace("team-c", "translator", "translate"), inNamespace("team-d", "translator", "translate"),
+			inNamespace("team-e", "translator", "translate"), inNamespace("team-f", "summarizer", "summarize")),
+		withAPI(func(c *httpapi.Config) {
+			a := *c.Auth
+			spy.next, a.Authorizer = a.Authorizer, spy
+			c.Auth = &a
+		}))
+	acc := e.submitAs(t, carolToken, "chat") // carol may use team-a and team-b
+	e.waitDone(t, acc.ID, carolToken)
+	asked, inFlight := spy.questions()
+	if diff := cmp.Diff([]string{"create team-a", "create team-b"}, asked); diff != "" {
+		t.Errorf("questions of a chat submission (-want +got):\n%s", diff)
+	}
+	if inFlight != 2 {
+		t.Errorf("%d questions in flight at most, want both at once", inFlight)
+	}
 }

@@ -37,11 +37,7 @@ func (s *server) createExecution(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	p := principal(r.Context())
-	visible, err := s.visibleNamespaces(r.Context(), p)
-	if err != nil {
-		return err
-	}
-	opts := []engine.SubmitOption{engine.WithPrincipal(p.Name), engine.WithVisible(visible)}
+	opts := []engine.SubmitOption{engine.WithPrincipal(p.Name), engine.WithVisible(s.visibility(r.Context(), p))}
 
 	// From here on the request's outcome must not depend on the connection: a client
 	// that disconnects after the key is reserved must find, when it retries, either its

@@ -209,7 +209,7 @@ func differentialQueries() []func() Query {
 			},
 			func() Query {
 				return Query{Ability: a, Required: CapsOf(protocol.CapOutputText), Deadline: time.Hour, MaxAttempts: 20,
-					Visible: func(ns string) bool { return ns != "a-b" }, ExtensionKeys: []string{"anthropic.x"},
+					Visible: visibleIf(func(ns string) bool { return ns != "a-b" }), ExtensionKeys: []string{"anthropic.x"},
 					Rand: rand.New(rand.NewPCG(7, 8))}
 			})
 	}

@@ -25,7 +25,7 @@ type Query struct {
 	// Visible, if set, says which namespaces' deployments the caller may use (spec/
 	// routing.md, "Eligibility"): the others are treated as if they did not exist, so
 	// that neither the route, a preference nor the error reveals them.
-	Visible func(namespace string) bool
+	Visible Visibility
 	// Admit, if set, is asked last about each deployment that passes every other check;
 	// a non-nil error makes the deployment ineligible. The engine uses it to ask the
 	// deployment's adapter whether it can encode the request (part roles, media form,
@@ -35,6 +35,19 @@ type Query struct {
 	// seeded source.
 	Rand *rand.Rand
 }
+
+// Visibility decides which namespaces' deployments a caller may use. Route calls it
+// once, before judging any deployment, with candidates, the namespaces of the
+// deployments that serve the query's ability (sorted, each once; empty when none
+// does), and all, every namespace of the table (sorted); neither may be modified. It
+// returns the test Route applies to the candidates' namespaces, and to no other, or an
+// error, which Route returns as it is.
+//
+// Asking about all the candidates at once lets an implementation that consults an
+// authorizer ask about them concurrently, and about nothing else; all is there for the
+// one that must tell a caller who may use no namespace at all, when none of the
+// candidates is visible, from one who may not use these.
+type Visibility func(candidates, all []string) (visible func(namespace string) bool, err error)
 
 // Route is the plan for one execution: candidates in attempt order and the limits after
 // every policy of the candidates it may use.
@@ -84,8 +97,13 @@ func (e *NoEligibleError) Error() string {
 // route's limits; they do not exclude.
 func (t *Table) Route(q Query) (Route, error) {
 	serving, _ := t.byAbility.get(ability(q.Ability))
+	var visible func(namespace string) bool
 	if q.Visible != nil {
-		serving = slices.DeleteFunc(slices.Clone(serving), func(d *Deployment) bool { return !q.Visible(d.Ref.Namespace) })
+		var err error
+		if visible, err = q.Visible(namespacesOf(serving), t.namespaces); err != nil {
+			return Route{}, err
+		}
+		serving = slices.DeleteFunc(slices.Clone(serving), func(d *Deployment) bool { return !visible(d.Ref.Namespace) })
 	}
 	if len(serving) == 0 {
 		return Route{}, &NoEligibleError{NoAbility: true}
@@ -116,8 +134,10 @@ func (t *Table) Route(q Query) (Route, error) {
 			break
 		}
 		d, ok := t.byRef.get(ref)
+		// A deployment that serves the ability is among those whose namespaces
+		// visible was asked about.
 		if !ok || !slices.Contains(d.Abilities, q.Ability) || slices.Contains(judged, d) ||
-			(q.Visible != nil && !q.Visible(d.Ref.Namespace)) {
+			(visible != nil && !visible(d.Ref.Namespace)) {
 			continue
 		}
 		judged = append(judged, d)
@@ -164,6 +184,16 @@ func (t *Table) Route(q Query) (Route, error) {
 	r.MaxAttempts = min(r.MaxAttempts, len(out))
 	r.Candidates = out[:r.MaxAttempts]
 	return r, nil
+}
+
+// namespacesOf returns the namespaces of ds, sorted, each once.
+func namespacesOf(ds []*Deployment) []string {
+	out := make([]string, 0, len(ds))
+	for _, d := range ds {
+		out = append(out, d.Ref.Namespace)
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 func allowsAll(l Limits, keys []string) bool {

@@ -442,7 +442,10 @@ func TestRouteVisibility(t *testing.T) {
 	if diff := cmp.Diff([]string{"team-a", "team-b"}, table.Namespaces()); diff != "" {
 		t.Errorf("Namespaces (-want +got):\n%s", diff)
 	}
-	onlyA := func(q *Query) { q.Visible = func(ns string) bool { return ns == "team-a" }; q.MaxAttempts = 5 }
+	onlyA := func(q *Query) {
+		q.Visible = visibleIf(func(ns string) bool { return ns == "team-a" })
+		q.MaxAttempts = 5
+	}
 
 	r, err := table.Route(query(CapsOf(protocol.CapInputText), onlyA, func(q *Query) {
 		q.Prefer = []Ref{{"team-b", "text"}}
@@ -460,5 +463,58 @@ func TestRouteVisibility(t *testing.T) {
 		if err == nil || wantErr == nil || err.Error() != wantErr.Error() || strings.Contains(err.Error(), "team-b") {
 			t.Errorf("%s: %v, want the error of a table without team-b: %v", name, err, wantErr)
 		}
+	}
+}
+
+// visibleIf is the Visibility of the namespaces pred allows.
+func visibleIf(pred func(ns string) bool) Visibility {
+	return func(_, _ []string) (func(string) bool, error) { return pred, nil }
+}
+
+// Visibility is asked once per route, about the namespaces of the deployments that serve
+// the ability and nothing else; its error ends the route.
+func TestRouteAsksVisibilityAboutCandidatesOnly(t *testing.T) {
+	table := NewTable([]Deployment{
+		deployment("team-a", "text", textCaps),
+		deployment("team-b", "text", textCaps),
+		deployment("team-b", "text-2", textCaps),
+		deployment("team-c", "summarizer", textCaps, func(d *Deployment) { d.Abilities = []string{"summarize"} }),
+		deployment("team-d", "vision", textCaps|CapsOf(protocol.CapInputImage), func(d *Deployment) { d.Abilities = []string{"look"} }),
+	})
+	type call struct{ Candidates, All []string }
+	var calls []call
+	asking := func(visible func(string) bool, err error) func(q *Query) {
+		return func(q *Query) {
+			q.MaxAttempts = 5
+			q.Visible = func(candidates, all []string) (func(string) bool, error) {
+				calls = append(calls, call{slices.Clone(candidates), slices.Clone(all)})
+				return visible, err
+			}
+		}
+	}
+	all := []string{"team-a", "team-b", "team-c", "team-d"}
+
+	r, err := table.Route(query(CapsOf(protocol.CapInputText), asking(func(ns string) bool { return ns == "team-b" }, nil),
+		func(q *Query) { q.Prefer = []Ref{{"team-a", "text"}, {"team-c", "summarizer"}} }))
+	if got := slices.Sorted(slices.Values(refs(r))); err != nil || !slices.Equal(got, []string{"team-b/text", "team-b/text-2"}) {
+		t.Errorf("route %v, %v: want team-b's two models only", refs(r), err)
+	}
+	if diff := cmp.Diff([]call{{[]string{"team-a", "team-b"}, all}}, calls); diff != "" {
+		t.Errorf("Visible asked (-want +got):\n%s", diff)
+	}
+
+	calls = nil
+	_, err = table.Route(query(CapsOf(protocol.CapInputText), asking(nil, nil), func(q *Query) { q.Ability = "unknown" }))
+	var ne *NoEligibleError
+	if !errors.As(err, &ne) || !ne.NoAbility {
+		t.Errorf("an ability nothing serves: %v", err)
+	}
+	if diff := cmp.Diff([]call{{[]string{}, all}}, calls); diff != "" {
+		t.Errorf("Visible asked, for an ability nothing serves (-want +got):\n%s", diff)
+	}
+
+	refused := errors.New("cannot decide")
+	if _, err := table.Route(query(CapsOf(protocol.CapInputText), asking(nil, refused))); !errors.Is(err, refused) {
+		t.Errorf("Visible's error: Route returned %v", err)
 	}
 }
