@@ -28,7 +28,6 @@ import (
 	"golang.org/x/sync/errgroup"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -93,6 +92,8 @@ type options struct {
 	authMode        string
 	authAudiences   string
 	authTokensFile  string
+	authInFlight    int
+	authFailures    int
 	tokenKeyFile    string
 	tokenTTL        time.Duration
 	tokenRotation   time.Duration
@@ -141,6 +142,8 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&o.redisWait, "redis-wait-replicas", 0, "With --event-store=redis: after every terminal event, wait (Redis WAIT) until this many Redis replicas have it, narrowing what a failover can lose (spec/redis.md).")
 	fs.StringVar(&o.authMode, "auth", "", "How callers are identified: none, kubernetes (TokenReview and RBAC) or static (--auth-tokens-file). Default: kubernetes in cluster mode, none standalone.")
 	fs.StringVar(&o.authAudiences, "auth-audiences", "switchboard", "Comma-separated audiences a caller's token must be issued for (--auth=kubernetes).")
+	fs.IntVar(&o.authInFlight, "auth-reviews-in-flight", kubeauth.DefaultReviewsInFlight, "TokenReviews, and SubjectAccessReviews, one replica has in flight at most, each (--auth=kubernetes); a request that needs one more gets 503 provider_unavailable at once.")
+	fs.IntVar(&o.authFailures, "auth-failures-per-address", kubeauth.DefaultFailureBurst, "Failed authentications a client address may make in a row (--auth=kubernetes); past them one more a second, and meanwhile 429 rate_limited without a review. 0: no limit.")
 	fs.StringVar(&o.authTokensFile, "auth-tokens-file", "", "File of lines token,principal,namespace[;namespace…][,read][,cancel][,metrics] (* for all namespaces) for --auth=static; re-read when it changes.")
 	fs.StringVar(&o.tokenKeyFile, "stream-token-key-file", "", "File holding the key (at least 32 bytes) from which the keys that sign the read tokens of stream links are derived, the same on every replica; re-read when it changes (the new key signs, the previous one verifies for --stream-token-ttl). Default: a random key per rotation period, shared by all replicas through the EventStore.")
 	fs.DurationVar(&o.tokenTTL, "stream-token-ttl", auth.DefaultStreamTokenTTL, "Lifetime of the signed read tokens in the links of a new execution.")
@@ -221,6 +224,9 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	}
 	if o.tokenRotation < o.tokenTTL || o.tokenRotation%time.Second != 0 {
 		return nil, fmt.Errorf("--stream-token-key-rotation must be whole seconds and at least --stream-token-ttl (%s), got %s", o.tokenTTL, o.tokenRotation)
+	}
+	if o.authInFlight <= 0 || o.authFailures < 0 {
+		return nil, errors.New("--auth-reviews-in-flight must be positive, --auth-failures-per-address not negative")
 	}
 	return o, nil
 }
@@ -386,9 +392,6 @@ func servingTLS(srv *http.Server, certFile, keyFile string) (*certwatcher.CertWa
 	return w, nil
 }
 
-// reviewClientQPS bounds the token and access reviews one replica sends per second.
-const reviewClientQPS = 200
-
 // openAuth builds what --auth selects (spec/authentication.md): nil for none, and the
 // signer of stream links, whose keys derive from --stream-token-key-file or are generated
 // per rotation period and shared by every replica through the store.
@@ -404,12 +407,7 @@ func openAuth(ctx context.Context, o *options, kubeConfig *rest.Config, store ev
 			return nil, nil, fmt.Errorf("--auth-tokens-file: %w", err)
 		}
 	case "kubernetes":
-		// Every new caller, and every cache expiry, costs a TokenReview and a
-		// SubjectAccessReview: client-go's default of 5 requests per second would queue
-		// them behind each other.
-		reviewConfig := rest.CopyConfig(kubeConfig)
-		reviewConfig.QPS, reviewConfig.Burst = reviewClientQPS, 2*reviewClientQPS
-		client, err := kubernetes.NewForConfig(reviewConfig)
+		client, err := kubeauth.NewClient(kubeConfig, o.authInFlight)
 		if err != nil {
 			return nil, nil, fmt.Errorf("kubernetes client for authentication: %w", err)
 		}
@@ -419,7 +417,11 @@ func openAuth(ctx context.Context, o *options, kubeConfig *rest.Config, store ev
 				audiences = append(audiences, a)
 			}
 		}
-		if a, err = kubeauth.New(ctx, kubeauth.Config{Client: client, Audiences: audiences}); err != nil {
+		failures := o.authFailures
+		if failures == 0 {
+			failures = -1 // no limit
+		}
+		if a, err = kubeauth.New(ctx, kubeauth.Config{Client: client, Audiences: audiences, FailureBurst: failures}); err != nil {
 			return nil, nil, fmt.Errorf("--auth=kubernetes: %w", err)
 		}
 	}

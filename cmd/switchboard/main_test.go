@@ -81,3 +81,18 @@ func TestMetricsBindAddressDefault(t *testing.T) {
 		}
 	}
 }
+
+func TestAuthFloodFlagValidation(t *testing.T) {
+	for args, want := range map[string]string{
+		"--auth-reviews-in-flight=0":     "--auth-reviews-in-flight must be positive",
+		"--auth-failures-per-address=-1": "--auth-failures-per-address not negative",
+	} {
+		_, err := parseFlags(strings.Fields(args), &strings.Builder{})
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("parseFlags(%s) = %v, want %q", args, err, want)
+		}
+	}
+	if _, err := parseFlags([]string{"--auth-failures-per-address=0"}, &strings.Builder{}); err != nil {
+		t.Errorf("--auth-failures-per-address=0 (no limit) rejected: %v", err)
+	}
+}

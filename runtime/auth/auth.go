@@ -71,15 +71,19 @@ var (
 	// token, another audience, expired, a deleted ServiceAccount). Answered 401.
 	ErrUnauthenticated = errors.New("auth: unauthenticated")
 	// ErrUnavailable: the credentials could not be checked (the API server did not
-	// answer). Answered 503, retryable.
+	// answer, or this replica has as many reviews in flight as it allows). Answered 503,
+	// retryable.
 	ErrUnavailable = errors.New("auth: cannot verify credentials now")
+	// ErrThrottled: the request's client address has failed to authenticate too often
+	// lately, so its credentials were not checked. Answered 429, retryable.
+	ErrThrottled = errors.New("auth: too many failed authentications from this address")
 )
 
 // Authenticator identifies the caller of a request.
 type Authenticator interface {
 	// Authenticate returns the principal of r (from "Authorization: Bearer <token>"),
-	// ErrUnauthenticated or ErrUnavailable (possibly wrapped). It never returns an error
-	// whose text holds the credential.
+	// ErrUnauthenticated, ErrUnavailable or ErrThrottled (possibly wrapped). It never
+	// returns an error whose text holds the credential.
 	Authenticate(r *http.Request) (*Principal, error)
 }
 

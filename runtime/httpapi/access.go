@@ -41,6 +41,11 @@ var (
 		e.RetryAfterMs = 1000
 		return e
 	}()
+	errAuthThrottled = func() *protocol.Error {
+		e := protocol.NewError(protocol.CodeRateLimited, "too many failed authentications from this address; retry later")
+		e.RetryAfterMs = 1000
+		return e
+	}()
 )
 
 // grantKey marks a request authorized by a stream token for one execution; its value is
@@ -86,6 +91,8 @@ func (s *server) authenticated(h handlerFunc, streamToken bool) handlerFunc {
 		case errors.Is(err, auth.ErrUnavailable):
 			s.log.Info("Cannot verify a caller's credentials", "reason", "review unavailable")
 			return errAuthUnavailable
+		case errors.Is(err, auth.ErrThrottled):
+			return errAuthThrottled
 		default:
 			return s.unauthenticated(w)
 		}

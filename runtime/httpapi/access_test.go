@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/url"
@@ -12,8 +13,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync/atomic"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -415,5 +416,36 @@ func TestSubmissionAsksAboutCandidateNamespacesOnly(t *testing.T) {
 	}
 	if inFlight != 2 {
 		t.Errorf("%d questions in flight at most, want both at once", inFlight)
+	}
+}
+
+// refusingAuth fails every authentication with err.
+type refusingAuth struct{ err error }
+
+func (a refusingAuth) Authenticate(*http.Request) (*auth.Principal, error) { return nil, a.err }
+
+func (refusingAuth) Allowed(context.Context, *auth.Principal, string, string) (bool, error) {
+	return false, nil
+}
+
+// A throttled client address gets 429 and a review the replica cannot make now 503, both
+// retryable with Retry-After.
+func TestAuthenticationRefusedForNow(t *testing.T) {
+	for _, tt := range []struct {
+		err    error
+		status int
+		code   protocol.Code
+	}{
+		{auth.ErrThrottled, http.StatusTooManyRequests, protocol.CodeRateLimited},
+		{fmt.Errorf("%w: too many reviews in flight", auth.ErrUnavailable), http.StatusServiceUnavailable, protocol.CodeProviderUnavailable},
+	} {
+		a := refusingAuth{tt.err}
+		e := newEnv(t, withAPI(func(c *httpapi.Config) { c.Auth = &auth.Auth{Authenticator: a, Authorizer: a} }))
+		r := e.call(t, http.MethodPost, "/v1/executions", "any-token", `{"ability":"chat","input":[{"type":"text","text":"hi"}]}`)
+		var body protocol.ErrorBody
+		if err := json.Unmarshal(r.body, &body); err != nil || r.status != tt.status || body.Error == nil ||
+			body.Error.Code != tt.code || !body.Error.Retryable || r.header.Get("Retry-After") != "1" {
+			t.Errorf("%v: %d %s, Retry-After %q; want %d %s, retryable, Retry-After 1", tt.err, r.status, r.body, r.header.Get("Retry-After"), tt.status, tt.code)
+		}
 	}
 }

@@ -10,6 +10,13 @@
 // identity needs `create` on tokenreviews.authentication.k8s.io and
 // subjectaccessreviews.authorization.k8s.io (the ClusterRole system:auth-delegator).
 //
+// A flood of bad tokens must not cost a review each, nor make callers wait behind one
+// (spec/authentication.md, "Floods of bad tokens"). So Authenticate refuses at once a
+// token that is not a JWT for one of the audiences, or has expired (plausible), and a
+// client address that failed too often lately (429); the reviews themselves go through
+// a client (NewClient) that bounds them in flight and refuses at once what it cannot
+// make now (503).
+//
 // The package is kept apart from runtime/auth because it pulls in the Kubernetes client
 // and apiserver trees, which the light modes and their race-detector tests do without.
 package kubeauth
@@ -70,7 +77,8 @@ const retryInitialDelay = 500 * time.Millisecond
 // Config configures New.
 type Config struct {
 	// Client reaches the API server as the runtime, which must be allowed to create
-	// tokenreviews and subjectaccessreviews.
+	// tokenreviews and subjectaccessreviews. NewClient makes one that bounds the reviews
+	// in flight and never waits long for its rate limit.
 	Client kubernetes.Interface
 	// Audiences are those a token must have been minted for, at least one of them
 	// (TokenReview spec.audiences). Default: DefaultAudience.
@@ -84,6 +92,11 @@ type Config struct {
 	// DenyCacheTTL is how long a denied SubjectAccessReview is reused. Zero means
 	// DefaultDenyCacheTTL; a negative value disables the cache.
 	DenyCacheTTL time.Duration
+	// FailureBurst is how many authentications one client address may fail in a row;
+	// past them it may fail one more a second, and meanwhile its requests are refused
+	// with auth.ErrThrottled without a review. Zero means DefaultFailureBurst; a
+	// negative value disables the limit.
+	FailureBurst int
 }
 
 // New returns the mode --auth=kubernetes. It contacts nothing: the first request does.
@@ -92,9 +105,12 @@ type Config struct {
 // Authenticate reads "Authorization: Bearer <token>" and nothing else — no anonymous
 // requests, client certificates, front-proxy headers or WebSocket subprotocol tokens —
 // and returns the user the TokenReview names, with its uid, groups and extra attributes.
-// A missing token, or one the API server does not accept for the audiences, is
-// auth.ErrUnauthenticated; a review that could not be made (the API server unreachable,
-// or the runtime not allowed to create tokenreviews) is auth.ErrUnavailable.
+// A missing token, one that is not a JWT for one of the audiences or has expired (no
+// review is made for those), or one the API server does not accept for the audiences,
+// is auth.ErrUnauthenticated; a review that could not be made (the API server
+// unreachable, the runtime not allowed to create tokenreviews, or the client's bounds
+// reached) is auth.ErrUnavailable. A client address (the TCP peer's) that failed
+// FailureBurst times in a row gets auth.ErrThrottled until its attempts refill.
 //
 // Allowed asks whether RBAC lets the principal do verb on executions.ai.switchboard.dev
 // in the namespace ("" asks for every namespace, which only a ClusterRoleBinding grants).
@@ -134,9 +150,17 @@ func New(ctx context.Context, cfg Config) (auth.Auth, error) {
 	if err != nil {
 		return auth.Auth{}, fmt.Errorf("kubeauth: authorizer: %w", err)
 	}
-	logr.FromContextOrDiscard(ctx).V(1).Info("Kubernetes authentication configured", "audiences", audiences)
+	a := &authenticator{authn: authn, audiences: audiences, now: time.Now}
+	burst := cfg.FailureBurst
+	if burst == 0 {
+		burst = DefaultFailureBurst
+	}
+	if burst > 0 {
+		a.failures = newFailureLimit(burst)
+	}
+	logr.FromContextOrDiscard(ctx).V(1).Info("Kubernetes authentication configured", "audiences", audiences, "failureBurst", max(burst, 0))
 	return auth.Auth{
-		Authenticator: &authenticator{authn: authn, audiences: audiences},
+		Authenticator: a,
 		Authorizer:    &rbacAuthorizer{authz: authz},
 	}, nil
 }
@@ -156,17 +180,42 @@ func ttl(d, def time.Duration) time.Duration {
 var (
 	errNoBearerToken = fmt.Errorf("%w: no bearer token", auth.ErrUnauthenticated)
 	errTokenRefused  = fmt.Errorf("%w: token not accepted by the Kubernetes API server", auth.ErrUnauthenticated)
+	errTokenShape    = fmt.Errorf("%w: token not a JWT for the audiences, or expired", auth.ErrUnauthenticated)
 )
 
 type authenticator struct {
-	authn     apiserverauthenticator.Request
+	authn apiserverauthenticator.Request
+	// audiences are those tokens must be minted for; none (MetricsFilter) leaves the
+	// audience, and the shape of tokens, to the API server.
 	audiences apiserverauthenticator.Audiences
+	// failures throttles the client addresses that fail; nil: no limit.
+	failures *failureLimit
+	now      func() time.Time
 }
 
 func (a *authenticator) Authenticate(r *http.Request) (*auth.Principal, error) {
+	if a.failures == nil {
+		return a.authenticate(r)
+	}
+	attempt := a.failures.attempt(r)
+	if attempt == nil {
+		return nil, auth.ErrThrottled
+	}
+	p, err := a.authenticate(r)
+	// Only failures count: neither an accepted token nor a review that could not be
+	// made is the address's fault.
+	attempt.done(errors.Is(err, auth.ErrUnauthenticated))
+	return p, err
+}
+
+// authenticate is Authenticate without the per-address limit.
+func (a *authenticator) authenticate(r *http.Request) (*auth.Principal, error) {
 	token, ok := auth.BearerToken(r)
 	if !ok {
 		return nil, errNoBearerToken
+	}
+	if len(a.audiences) > 0 && !plausible(token, a.audiences, a.now()) {
+		return nil, errTokenShape
 	}
 	// The delegating authenticator is given a request of its own that carries the token
 	// alone: it may not look at the caller's TLS state or other headers, and it removes
@@ -214,14 +263,14 @@ func (a *authenticator) Authenticate(r *http.Request) (*auth.Principal, error) {
 // could not be made, rather than that the token was refused. The authenticator joins the
 // errors of its parts; a refusal is a plain error (the review's status.error or "invalid
 // bearer token"), while a failed review is an API status (the runtime may not create
-// tokenreviews, the API server is overloaded or failing), a transport error or the end
-// of the request's context.
+// tokenreviews, the API server is overloaded or failing), a transport error, the review
+// client's bounds (errReviewsBusy) or the end of the request's context.
 func unavailable(err error) bool {
 	for _, e := range utilerrors.Flatten(utilerrors.NewAggregate([]error{err})).Errors() {
 		var status apierrors.APIStatus
 		var netErr net.Error
 		var urlErr *url.Error
-		if errors.As(e, &status) || errors.As(e, &netErr) || errors.As(e, &urlErr) ||
+		if errors.As(e, &status) || errors.As(e, &netErr) || errors.As(e, &urlErr) || errors.Is(e, errReviewsBusy) ||
 			errors.Is(e, context.Canceled) || errors.Is(e, context.DeadlineExceeded) {
 			return true
 		}

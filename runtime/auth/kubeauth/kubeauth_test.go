@@ -165,7 +165,8 @@ func TestDeletedServiceAccount(t *testing.T) {
 // within a test (its minimum lifetime is ten minutes): it takes a token TokenRequest
 // minted, moves its expiry into the past, and signs it again with the API server's
 // ServiceAccount signing key (in envtest's certificate directory). The same re-signing
-// without the change is accepted, so the expiry alone is what the API server refuses.
+// without the change is accepted, so the expiry alone is what is refused: by the shape
+// check, before any review (TestNoReviewForCertainRefusals), as the API server would.
 func TestExpiredToken(t *testing.T) {
 	t.Parallel()
 	ns := newNamespace(t, "expired")

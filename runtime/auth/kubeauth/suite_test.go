@@ -34,8 +34,9 @@ var (
 	admin kubernetes.Interface
 	// runtimeClient acts as switchboard does in a cluster: a user bound to the
 	// ClusterRole system:auth-delegator, which allows creating tokenreviews and
-	// subjectaccessreviews and nothing else.
+	// subjectaccessreviews and nothing else. runtimeConfig is its configuration.
 	runtimeClient kubernetes.Interface
+	runtimeConfig *rest.Config
 	// powerlessClient is a user without any RBAC binding.
 	powerlessClient kubernetes.Interface
 	// adminConfig is admin's configuration, whose client certificate the tests present.
@@ -81,11 +82,9 @@ func setUp(cfg *rest.Config) error {
 	if err != nil {
 		return err
 	}
-	// As the binary does (cmd/switchboard: reviewClientQPS): reviews are not throttled
-	// to client-go's default of 5 per second.
-	runtimeConfig := user.Config()
-	runtimeConfig.QPS, runtimeConfig.Burst = 200, 400
-	if runtimeClient, err = kubernetes.NewForConfig(runtimeConfig); err != nil {
+	// As the binary makes it (cmd/switchboard).
+	runtimeConfig = user.Config()
+	if runtimeClient, err = kubeauth.NewClient(runtimeConfig, 0); err != nil {
 		return err
 	}
 	_, err = admin.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
@@ -105,11 +104,15 @@ func setUp(cfg *rest.Config) error {
 }
 
 // newAuth returns the mode under test, acting as runtimeClient unless cfg names another
-// client.
+// client, and without the per-address limit of failures unless cfg sets one: the tests'
+// requests have no client address, so they would all share one.
 func newAuth(t *testing.T, cfg kubeauth.Config) auth.Auth {
 	t.Helper()
 	if cfg.Client == nil {
 		cfg.Client = runtimeClient
+	}
+	if cfg.FailureBurst == 0 {
+		cfg.FailureBurst = -1
 	}
 	a, err := kubeauth.New(t.Context(), cfg)
 	if err != nil {
