@@ -19,6 +19,10 @@ import (
 	"testing"
 	"time"
 
+	authorizationv1 "k8s.io/api/authorization/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/switchboard-dev/switchboard/runtime/client"
 	"github.com/switchboard-dev/switchboard/runtime/protocol"
 )
@@ -563,6 +567,51 @@ func TestClusterAuth(t *testing.T) {
 		if found := secretsIn(rec.String(), c.secretList()); len(found) > 0 {
 			t.Errorf("/metrics responses hold %v", found)
 		}
+	})
+
+	t.Run("g: a ServiceAccount created again under a deleted one's name inherits nothing", func(t *testing.T) {
+		ctx := t.Context()
+		sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: teamA, Name: "phoenix"}}
+		if err := w.client.Create(ctx, sa.DeepCopy()); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.client.Create(ctx, roleBinding(teamA, "phoenix-executor", "switchboard-executor", teamA, "phoenix")); err != nil {
+			t.Fatal(err)
+		}
+		// The runtime caches a denial for 10 s: ask it only once the API server's RBAC
+		// has seen the binding.
+		eventually(t, 10*time.Second, "phoenix's binding", func() bool {
+			review, err := w.admin.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+				User:               "system:serviceaccount:" + teamA + ":phoenix",
+				ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: teamA, Verb: "create", Group: "ai.switchboard.dev", Resource: "executions"},
+			}}, metav1.CreateOptions{})
+			return err == nil && review.Status.Allowed
+		})
+		first := c.secret("phoenix's token", w.token(t, teamA, "phoenix", callerAudience))
+		body, key := chatBody("before the deletion"), "Idempotency-Key"
+		old := c.submit(t, base, first, body, key, "phoenix-1")
+		c.waitTerminal(t, base, first, old.ID)
+
+		if err := w.client.Delete(ctx, sa.DeepCopy()); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 10*time.Second, "phoenix created again", func() bool {
+			return w.client.Create(ctx, sa.DeepCopy()) == nil
+		})
+		second := c.secret("the second phoenix's token", w.token(t, teamA, "phoenix", callerAudience))
+		for _, req := range []struct{ method, path string }{
+			{http.MethodGet, ""}, {http.MethodGet, "/result"}, {http.MethodGet, "/events"}, {http.MethodPost, "/cancel"},
+		} {
+			wantError(t, "the second phoenix: "+req.method+" "+req.path+" of the first's",
+				c.do(t, req.method, base+"/v1/executions/"+old.ID+req.path, second, "", "Accept", "application/json"),
+				http.StatusNotFound, protocol.CodeNotFound)
+		}
+		// Its idempotency keys are its own: the first's key makes a new execution.
+		again := c.submit(t, base, second, body, key, "phoenix-1")
+		if again.ID == old.ID {
+			t.Errorf("the second phoenix replayed the first's execution %s", old.ID)
+		}
+		c.waitTerminal(t, base, second, again.ID)
 	})
 
 	t.Run("the Go client follows the token file", func(t *testing.T) {

@@ -56,7 +56,9 @@ type Principal struct {
 	// Name is the caller's user name: system:serviceaccount:<ns>:<name> for a
 	// ServiceAccount, the tokens file's principal in static mode, Anonymous with none.
 	Name string
-	// UID is the user's uid, when the authenticator knows one.
+	// UID is the user's uid, when the authenticator knows one: a ServiceAccount's
+	// object uid in kubernetes mode, so that one deleted and created again under the
+	// same name is another principal. Empty in the other modes.
 	UID string
 	// Groups are the user's groups (kubernetes mode).
 	Groups []string

@@ -214,13 +214,15 @@ type SubmitOption func(*submission)
 type submission struct {
 	idempotencyKey string
 	principal      string
+	principalUID   string
 	visible        routing.Visibility
 }
 
-// WithPrincipal records the caller principal that creates the execution: it owns the
-// execution (spec/authentication.md), and MaxPerPrincipal counts its executions.
-func WithPrincipal(name string) SubmitOption {
-	return func(s *submission) { s.principal = name }
+// WithPrincipal records the caller principal that creates the execution, by name and
+// uid (empty when it has none): it owns the execution (spec/authentication.md; see
+// Owner), and MaxPerPrincipal counts its executions by name.
+func WithPrincipal(name, uid string) SubmitOption {
+	return func(s *submission) { s.principal, s.principalUID = name, uid }
 }
 
 // WithVisible restricts routing to the deployments of the namespaces the caller may use
@@ -420,12 +422,13 @@ func (e *Engine) create(ctx context.Context, id string, createdAt time.Time, req
 	log := withLazyValues(e.log, "execution", id)
 
 	info, err := json.Marshal(Info{
-		Ability:    req.Ability,
-		Metadata:   req.Metadata,
-		DeadlineAt: acc.DeadlineAt,
-		CreatedAt:  createdAt,
-		Principal:  sub.principal,
-		Namespace:  route.Candidates[0].Ref.Namespace,
+		Ability:      req.Ability,
+		Metadata:     req.Metadata,
+		DeadlineAt:   acc.DeadlineAt,
+		CreatedAt:    createdAt,
+		Principal:    sub.principal,
+		PrincipalUID: sub.principalUID,
+		Namespace:    route.Candidates[0].Ref.Namespace,
 	})
 	if err != nil {
 		log.Error(err, "Cannot encode execution info")

@@ -737,7 +737,7 @@ func TestMaxPerPrincipal(t *testing.T) {
 	h := newHarness(t, []routing.Deployment{deployment("a")}, map[string]*script{"a": s},
 		func(c *engine.Config) { c.MaxPerPrincipal = 2 })
 	submit := func(p string) (engine.Accepted, error) {
-		return h.Engine.Submit(t.Context(), engine.NewExecutionID(), time.Time{}, request(), engine.WithPrincipal(p))
+		return h.Engine.Submit(t.Context(), engine.NewExecutionID(), time.Time{}, request(), engine.WithPrincipal(p, ""))
 	}
 	var first []string
 	for range 2 {

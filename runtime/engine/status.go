@@ -24,17 +24,38 @@ type Info struct {
 	// Principal is the caller that created the execution, who owns it
 	// (spec/authentication.md); empty when it was created without one.
 	Principal string `json:"principal,omitempty"`
+	// PrincipalUID is that caller's uid, when it has one (a ServiceAccount's); empty
+	// also for executions recorded before uids were.
+	PrincipalUID string `json:"principal_uid,omitempty"`
 	// Namespace is the namespace of the execution's first route: RBAC on executions in
 	// it decides who else may read or cancel it.
 	Namespace string `json:"namespace,omitempty"`
 }
 
-// OwnerOf returns the principal that created execution st and the namespace of its first
-// route (spec/authentication.md): empty for an execution created without a principal.
-func OwnerOf(st eventstore.Status) (principal, namespace string) {
+// Owner is who an execution belongs to (spec/authentication.md, "Isolation").
+type Owner struct {
+	// Principal and UID are the name and uid of the caller that created it; both are
+	// empty for an execution created without a principal, UID for one whose creator
+	// had no uid or that was recorded before uids were.
+	Principal, UID string
+	// Namespace is the namespace of its first route.
+	Namespace string
+}
+
+// OwnerOf returns the owner of execution st.
+func OwnerOf(st eventstore.Status) Owner {
 	var info Info
 	_ = json.Unmarshal(st.Info, &info) // none of ours if it does not decode: no owner
-	return info.Principal, info.Namespace
+	return Owner{Principal: info.Principal, UID: info.PrincipalUID, Namespace: info.Namespace}
+}
+
+// OwnedBy reports whether the caller named name, with uid (empty when it has none),
+// created the execution: the names are equal and, when a uid was recorded, so are the
+// uids. A ServiceAccount deleted and created again under the same name has a new uid,
+// and is not the owner of its predecessor's executions; an execution recorded without
+// a uid is judged by the name alone, as it was when it was created.
+func (o Owner) OwnedBy(name, uid string) bool {
+	return o.Principal != "" && o.Principal == name && (o.UID == "" || o.UID == uid)
 }
 
 // StatusOf converts an execution's store status into its API status (spec/http-api.md,

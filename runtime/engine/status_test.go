@@ -143,3 +143,38 @@ func TestStatusJSON(t *testing.T) {
 		t.Errorf("JSON\n got %s\nwant %s", b, want)
 	}
 }
+
+// The owner of an execution is the name and, when one was recorded, the uid of its
+// creator (spec/authentication.md, "Isolation").
+func TestOwnedBy(t *testing.T) {
+	const sa = "system:serviceaccount:team-a:summarizer"
+	const uid, recreated = "8f3c0e4e-0b6e-4f57-9d1e-8a2f5b7c1d00", "1d2e3f40-5a6b-4c7d-8e9f-a0b1c2d3e4f5"
+	withUID, _ := json.Marshal(engine.Info{Ability: "chat", Principal: sa, PrincipalUID: uid, Namespace: "ai"})
+	// As the engine recorded executions before uids were: no principal_uid member.
+	legacy := []byte(`{"ability":"chat","deadline_at":"2026-12-02T13:01:00Z","created_at":"2026-12-02T13:00:00Z","principal":"` + sa + `","namespace":"ai"}`)
+	anonymous, _ := json.Marshal(engine.Info{Ability: "chat"})
+
+	if got, want := engine.OwnerOf(eventstore.Status{Record: eventstore.Record{Info: withUID}}), (engine.Owner{Principal: sa, UID: uid, Namespace: "ai"}); got != want {
+		t.Errorf("OwnerOf = %+v, want %+v", got, want)
+	}
+	for _, tt := range []struct {
+		what      string
+		info      []byte
+		name, uid string
+		want      bool
+	}{
+		{"its creator", withUID, sa, uid, true},
+		{"the same name with another uid (recreated)", withUID, sa, recreated, false},
+		{"the same name without a uid", withUID, sa, "", false},
+		{"another name with the uid", withUID, "system:serviceaccount:team-a:other", uid, false},
+		{"recorded without a uid: the name", legacy, sa, recreated, true},
+		{"recorded without a uid: the name, no uid", legacy, sa, "", true},
+		{"recorded without a uid: another name", legacy, "alice", "", false},
+		{"created without a principal", anonymous, "", "", false},
+		{"not the engine's", []byte("{"), "", "", false},
+	} {
+		if got := engine.OwnerOf(eventstore.Status{Record: eventstore.Record{Info: tt.info}}).OwnedBy(tt.name, tt.uid); got != tt.want {
+			t.Errorf("%s: OwnedBy(%q, %q) = %v, want %v", tt.what, tt.name, tt.uid, got, tt.want)
+		}
+	}
+}

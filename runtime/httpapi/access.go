@@ -124,7 +124,7 @@ func (s *server) verifyStreamToken(r *http.Request, token string) (*streamGrant,
 	if err != nil {
 		return nil, err
 	}
-	owner, _ := engine.OwnerOf(st)
+	owner := engine.OwnerOf(st).Principal
 	if err := t.Verify(r.Context(), id, owner); err != nil {
 		if errors.Is(err, auth.ErrUnauthenticated) {
 			return nil, nil
@@ -251,8 +251,9 @@ func (s *server) authzFailed(err error) error {
 }
 
 // mayAccess answers errNotFound unless the request's principal may do verb (auth.VerbGet
-// to read, auth.VerbUpdate to cancel) to the execution st: it created it, holds a stream
-// token for it (reads only), or RBAC allows verb on executions in its namespace.
+// to read, auth.VerbUpdate to cancel) to the execution st: it created it (the same name
+// and, when one was recorded, the same uid: engine.Owner.OwnedBy), holds a stream token
+// for it (reads only), or RBAC allows verb on executions in its namespace.
 func (s *server) mayAccess(ctx context.Context, st eventstore.Status, verb string) error {
 	if s.auth == nil {
 		return nil
@@ -264,14 +265,14 @@ func (s *server) mayAccess(ctx context.Context, st eventstore.Status, verb strin
 		return errNotFound
 	}
 	p := principal(ctx)
-	owner, ns := engine.OwnerOf(st)
-	if owner == p.Name {
+	owner := engine.OwnerOf(st)
+	if owner.OwnedBy(p.Name, p.UID) {
 		return nil
 	}
-	if ns == "" {
+	if owner.Namespace == "" {
 		return errNotFound // never routed: nobody else may see it
 	}
-	ok, err := s.auth.Authorizer.Allowed(ctx, p, verb, ns)
+	ok, err := s.auth.Authorizer.Allowed(ctx, p, verb, owner.Namespace)
 	if err != nil {
 		return s.authzFailed(err)
 	}

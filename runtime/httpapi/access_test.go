@@ -419,6 +419,68 @@ func TestSubmissionAsksAboutCandidateNamespacesOnly(t *testing.T) {
 	}
 }
 
+// uidAuth authenticates the tokens of principals by name and uid, as a TokenReview
+// does, and lets everyone create executions in namespace "ai" and do nothing else.
+type uidAuth map[string]auth.Principal
+
+func (a uidAuth) Authenticate(r *http.Request) (*auth.Principal, error) {
+	token, _ := auth.BearerToken(r)
+	p, ok := a[token]
+	if !ok {
+		return nil, auth.ErrUnauthenticated
+	}
+	return &p, nil
+}
+
+func (uidAuth) Allowed(_ context.Context, p *auth.Principal, verb, ns string) (bool, error) {
+	return p != nil && verb == auth.VerbCreate && ns == "ai", nil
+}
+
+// A principal deleted and created again under the same name (a ServiceAccount, with a
+// new uid) owns none of its predecessor's executions, and does not share its
+// idempotency keys; an execution recorded without a uid is its name's.
+func TestRecreatedPrincipalOwnsNothing(t *testing.T) {
+	const name = "system:serviceaccount:ai:summarizer"
+	callers := uidAuth{
+		"tok-old-canary-0123456789": {Name: name, UID: "8f3c0e4e-0b6e-4f57-9d1e-8a2f5b7c1d00"},
+		"tok-new-canary-0123456789": {Name: name, UID: "1d2e3f40-5a6b-4c7d-8e9f-a0b1c2d3e4f5"},
+		"tok-nouid-canary-01234567": {Name: name},
+	}
+	e := newEnv(t, withAPI(func(c *httpapi.Config) { c.Auth = &auth.Auth{Authenticator: callers, Authorizer: callers} }))
+	old, recreated, noUID := "tok-old-canary-0123456789", "tok-new-canary-0123456789", "tok-nouid-canary-01234567"
+
+	acc := e.submitAs(t, old, "chat", "Idempotency-Key", "order-4711")
+	e.waitDone(t, acc.ID, old)
+	base := "/v1/executions/" + acc.ID
+	for who, tok := range map[string]string{"another uid": recreated, "no uid": noUID} {
+		for _, r := range []struct{ method, path string }{
+			{http.MethodGet, base}, {http.MethodGet, base + "/result"}, {http.MethodGet, base + "/events"},
+			{http.MethodPost, base + "/cancel"},
+		} {
+			if a := e.call(t, r.method, r.path, tok, "", "Accept", "application/json"); a.status != http.StatusNotFound {
+				t.Errorf("%s %s by the same name with %s: %d %s, want 404", r.method, r.path, who, a.status, a.body)
+			}
+		}
+	}
+	if a := e.call(t, http.MethodGet, base, old, ""); a.status != http.StatusOK {
+		t.Errorf("the creator reads its execution: %d %s", a.status, a.body)
+	}
+	if again := e.submitAs(t, recreated, "chat", "Idempotency-Key", "order-4711"); again.ID == acc.ID {
+		t.Errorf("the recreated principal replayed its predecessor's execution %s", acc.ID)
+	}
+	if again := e.submitAs(t, old, "chat", "Idempotency-Key", "order-4711"); again.ID != acc.ID {
+		t.Errorf("the creator's replay gave %s, want %s", again.ID, acc.ID)
+	}
+
+	// Without a uid (another mode, or an execution recorded before uids were), the
+	// name alone owns.
+	mine := e.submitAs(t, noUID, "chat")
+	e.waitDone(t, mine.ID, noUID)
+	if a := e.call(t, http.MethodGet, "/v1/executions/"+mine.ID, noUID, ""); a.status != http.StatusOK {
+		t.Errorf("a principal without uid reads its execution: %d %s", a.status, a.body)
+	}
+}
+
 // refusingAuth fails every authentication with err.
 type refusingAuth struct{ err error }
 

@@ -37,7 +37,7 @@ func (s *server) createExecution(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	p := principal(r.Context())
-	opts := []engine.SubmitOption{engine.WithPrincipal(p.Name), engine.WithVisible(s.visibility(r.Context(), p))}
+	opts := []engine.SubmitOption{engine.WithPrincipal(p.Name, p.UID), engine.WithVisible(s.visibility(r.Context(), p))}
 
 	// From here on the request's outcome must not depend on the connection: a client
 	// that disconnects after the key is reserved must find, when it retries, either its

@@ -113,12 +113,18 @@ func parseSFString(v string) (string, bool) {
 }
 
 // idempotencyScope is the scope a request's keys live in (spec/http-api.md,
-// "Idempotency"): the caller principal when authentication is on, else the runtime.
+// "Idempotency"): the caller principal when authentication is on, else the runtime. A
+// principal with a uid is scoped by it too, so that a ServiceAccount created again under
+// a deleted one's name does not replay, and learn, its predecessor's executions.
 func (s *server) idempotencyScope(r *http.Request) string {
 	if s.auth == nil {
 		return "runtime"
 	}
-	return "principal:" + principal(r.Context()).Name
+	p := principal(r.Context())
+	if p.UID != "" {
+		return "principal-uid:" + p.UID + "/" + p.Name
+	}
+	return "principal:" + p.Name
 }
 
 // scopedKey is the store key of key in scope. Keys never contain a space, so the first
