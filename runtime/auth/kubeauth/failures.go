@@ -18,7 +18,7 @@ const (
 	// failureRate is how fast a throttled address regains attempts: one a second.
 	failureRate = rate.Limit(1)
 	// maxAddresses bounds the addresses whose failures are remembered, the least
-	// recently seen forgotten first: about 200 bytes each, 2 MB at most.
+	// recently seen forgotten first: about 250 bytes each, 2.5 MB at most.
 	maxAddresses = 10_000
 )
 

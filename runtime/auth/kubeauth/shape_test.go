@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/http"
 	"net/netip"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -119,6 +120,30 @@ func TestFailureLimit(t *testing.T) {
 	}
 	if f.attempt(from("192.0.2.8:40000")) == nil {
 		t.Error("another address was throttled")
+	}
+}
+
+// The state of at most maxAddresses addresses is kept, the least recently seen
+// forgotten first: about 250 bytes each.
+func TestFailureLimitIsBounded(t *testing.T) {
+	f := newFailureLimit(DefaultFailureBurst)
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	for i := range 2 * maxAddresses {
+		r, _ := http.NewRequest(http.MethodGet, "/v1/executions", nil)
+		r.RemoteAddr = netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)}), 40000).String()
+		f.attempt(r).done(true)
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	if n := f.byAddr.Len(); n != maxAddresses {
+		t.Errorf("%d addresses remembered after %d, want %d", n, 2*maxAddresses, maxAddresses)
+	}
+	grown := int64(after.HeapAlloc) - int64(before.HeapAlloc)
+	t.Logf("the state of %d addresses: %d bytes, %d each", maxAddresses, grown, grown/maxAddresses)
+	if grown > 4<<20 {
+		t.Errorf("the state of %d addresses takes %d bytes, want at most 4 MiB", maxAddresses, grown)
 	}
 }
 
