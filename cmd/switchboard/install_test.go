@@ -317,6 +317,8 @@ func testChartRBAC(t *testing.T, w *kubeWorld, release string, scoped bool) {
 
 	opts := charttest.Options{Release: release, Namespace: releaseNS, SetJSON: []string{
 		fmt.Sprintf(`rbac.metricsReaderSubjects=[{"kind":"ServiceAccount","name":"scraper","namespace":%q}]`, models),
+		// The demo provider listens on loopback, as a model server in the pod would.
+		`runtime.allowLoopbackEndpoints=true`,
 	}}
 	if scoped {
 		opts.SetJSON = append(opts.SetJSON, fmt.Sprintf(`watchNamespaces=[%q]`, models))
