@@ -127,10 +127,7 @@ func TestRefusalsRetainNothing(t *testing.T) {
 	admin := newClient(t)
 	storetest.CheckRefusals(t, storetest.RefusalConfig{
 		Store: open(t, prefix),
-		// Fewer than the default 100,000, which take 11 s under the race detector (three
-		// round trips each): the measure is exact, so one key or member left behind
-		// shows whatever the number of cycles.
-		Cycles: 20_000,
+		// The measure is exact: one key or set member left behind shows.
 		Retained: func() int64 {
 			ctx := context.Background()
 			var bytes int64

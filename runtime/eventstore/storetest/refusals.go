@@ -29,7 +29,7 @@ type RefusalConfig struct {
 const refusalKeyBytes = 250
 
 // refusalWorkers reserve and release at once, as concurrent refused submissions do.
-const refusalWorkers = 8
+const refusalWorkers = 32
 
 // CheckRefusals reserves unique keys of about 250 bytes and releases each at once,
 // cfg.Cycles times, as submissions that the engine refuses do (spec/http-api.md,
