@@ -40,9 +40,9 @@ type Config struct {
 	// Store records executions and events. Required. Shut the engine down before closing
 	// the store, so that the terminal events of running executions can be written.
 	Store eventstore.Store
-	// Table publishes the routing table; nil routes nothing (every Submit gives
-	// unsupported_capability).
-	Table *routing.Holder
+	// Table publishes the routing table (a *routing.Holder); nil routes nothing (every
+	// Submit gives unsupported_capability).
+	Table TableSource
 	// Providers holds the adapters, by provider name (Deployment.Provider). A deployment
 	// whose provider has none is never eligible.
 	Providers map[string]Provider
@@ -88,10 +88,17 @@ type Config struct {
 	Tracer trace.Tracer
 }
 
+// TableSource publishes the current routing table: an immutable snapshot, of which a
+// submission loads one and uses it from start to finish (spec/routing.md, "Attempts and
+// fallback").
+type TableSource interface {
+	Load() *routing.Table
+}
+
 // Engine runs executions. Create it with New; it is safe for concurrent use.
 type Engine struct {
 	store     eventstore.Store
-	table     *routing.Holder
+	table     TableSource
 	providers map[string]Provider
 	grace     time.Duration
 	limits    limits

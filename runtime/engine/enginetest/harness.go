@@ -48,9 +48,9 @@ func NewHarnessWithStore(t testing.TB, cfg engine.Config, wrap func(eventstore.S
 	if wrap != nil {
 		cfg.Store = wrap(h.Store)
 	}
-	cfg.Table = new(routing.Holder)
-	cfg.Table.Store(routing.NewTable(deployments))
-	h.Table = cfg.Table
+	h.Table = new(routing.Holder)
+	h.Table.Store(routing.NewTable(deployments))
+	cfg.Table = h.Table
 	h.Engine = engine.New(cfg)
 	t.Cleanup(func() {
 		_ = h.Engine.Close()
