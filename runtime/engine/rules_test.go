@@ -325,9 +325,10 @@ func TestOutputLimits(t *testing.T) {
 	})
 }
 
-// TestAttemptUsesCurrentCredential: a credential rotated while an execution runs is
-// used by its next attempt (a fallback), not the one the route was taken with.
-func TestAttemptUsesCurrentCredential(t *testing.T) {
+// TestAttemptsUseTheRoutedSnapshot: an execution uses the routing table it was routed
+// with from start to finish, the credential included: a credential rotated while it
+// runs is used by the executions routed after the rotation, not by this one's fallback.
+func TestAttemptsUseTheRoutedSnapshot(t *testing.T) {
 	step, release := block(t)
 	a := newScript(step, fail(protocol.NewError(protocol.CodeProviderUnavailable, "down")))
 	b := newScript(delta("ok"))
@@ -336,14 +337,18 @@ func TestAttemptUsesCurrentCredential(t *testing.T) {
 	}
 	da, db := deployment("a", withPriority(1)), deployment("b", withCred("old-key", "v1"))
 
-	var mu sync.Mutex
-	seen := map[string]string{}
+	var (
+		mu   sync.Mutex
+		seen []string // the credentials b's attempts were built with, in order
+	)
 	h := newHarness(t, []routing.Deployment{da, db}, map[string]*script{"a": a, "b": b}, func(c *engine.Config) {
 		next := c.Providers["fake"].New
 		c.Providers["fake"] = engine.Provider{New: func(d *routing.Deployment) (engine.Adapter, error) {
-			mu.Lock()
-			seen[d.Ref.Name] = d.Credential.Reveal()
-			mu.Unlock()
+			if d.Ref.Name == "b" {
+				mu.Lock()
+				seen = append(seen, d.Credential.Reveal())
+				mu.Unlock()
+			}
 			return next(d)
 		}}
 	})
@@ -353,9 +358,10 @@ func TestAttemptUsesCurrentCredential(t *testing.T) {
 	h.Table.Store(routing.NewTable([]routing.Deployment{da, rotated}))
 	release()
 	h.finish(id)
+	h.finish(h.Submit(request()).ID)
 	mu.Lock()
 	defer mu.Unlock()
-	if got := seen["b"]; got != "new-key" {
-		t.Errorf("fallback attempt used credential %q, want the rotated one", got)
+	if want := []string{"old-key", "new-key"}; !slices.Equal(seen, want) {
+		t.Errorf("b's attempts used credentials %q, want %q: the routed snapshot's, then the rotated one", seen, want)
 	}
 }

@@ -221,7 +221,7 @@ func (e *Engine) runAttempt(ctx context.Context, x *execution, n int, d *routing
 		log.Error(nil, "No adapter factory for provider")
 		return Outcome{}, errNoAdapter(), false, true
 	}
-	adapter, err := factory(e.withCurrentCredential(d))
+	adapter, err := factory(d)
 	if err != nil {
 		log.Error(err, "Cannot build adapter")
 		var pe *protocol.Error
@@ -287,20 +287,6 @@ func (e *Engine) runAttempt(ctx context.Context, x *execution, n int, d *routing
 		return Outcome{}, adapterError(r.err, log), output, false
 	}
 	return r.out, nil, output, false
-}
-
-// withCurrentCredential returns d with the credential the live routing table holds for
-// it now, when that changed since the execution's route was taken: a rotated Secret is
-// used by the next attempt, fallbacks included. Everything else stays as the route's
-// snapshot had it.
-func (e *Engine) withCurrentCredential(d *routing.Deployment) *routing.Deployment {
-	cur, ok := e.table.Load().Get(d.Ref)
-	if !ok || cur.CredentialsVersion == d.CredentialsVersion {
-		return d
-	}
-	c := *d
-	c.Credential, c.CredentialsVersion = cur.Credential, cur.CredentialsVersion
-	return &c
 }
 
 // adapterCall is how an attempt calls its adapter: Adapter.Execute, or a Resumer's

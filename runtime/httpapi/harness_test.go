@@ -43,6 +43,7 @@ type env struct {
 	// handler is the API handler itself, for in-process benchmarks.
 	handler http.Handler
 	store   *spyStore
+	table   *countingTable
 	engine  *engine.Engine
 	srv     *httptest.Server
 	client  *client.Client
@@ -103,12 +104,12 @@ func newEnv(t testing.TB, opts ...envOption) *env {
 	}
 	e := &env{store: &spyStore{Store: memory.New(cfg.store...)}}
 	e.setScript(reply("hello"))
-	holder := new(routing.Holder)
-	holder.Store(routing.NewTable(cfg.deployments))
-	holder.MarkSynced()
+	e.table = &countingTable{Holder: new(routing.Holder)}
+	e.table.Store(routing.NewTable(cfg.deployments))
+	e.table.MarkSynced()
 	e.engine = engine.New(engine.Config{
 		Store:         e.store,
-		Table:         holder,
+		Table:         e.table,
 		Providers:     map[string]engine.Provider{"fake": {New: func(*routing.Deployment) (engine.Adapter, error) { return fakeAdapter{e}, nil }}},
 		MaxConcurrent: cfg.maxConcurrent,
 	})
@@ -223,6 +224,17 @@ func (g *gate) delta(t testing.TB, text string) {
 
 // finish completes the gated attempt.
 func (g *gate) finish() { close(g.steps) }
+
+// countingTable is the environment's routing table; it counts the engine's loads of it.
+type countingTable struct {
+	*routing.Holder
+	loads atomic.Int64
+}
+
+func (c *countingTable) Load() *routing.Table {
+	c.loads.Add(1)
+	return c.Holder.Load()
+}
 
 // spyStore counts what the engine creates and can fail the reads of event streams.
 type spyStore struct {

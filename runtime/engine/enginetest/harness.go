@@ -24,7 +24,7 @@ type Harness struct {
 	// Store is the engine's store.
 	Store *memory.Store
 	// Table publishes the engine's routing table; a test may store a new table to
-	// change what the next attempt sees (a rotated credential, say).
+	// change what the next submission is routed with (a rotated credential, say).
 	Table *routing.Holder
 
 	t testing.TB
