@@ -18,7 +18,7 @@
 //   - a retryable failure before any output of the attempt, or a refusal before anything
 //     was sent (the adapter could not be built or cannot encode the request), with
 //     candidates left and the deadline not passed: route.attempt_failed, then the next
-//     candidate, which uses the credential current at that moment;
+//     candidate of the same snapshot, its credential included;
 //   - any other failure: execution.failed with the adapter's *protocol.Error; an error of
 //     another kind becomes internal with a fixed message (its text is only logged);
 //   - an attempt timeout (Deployment.AttemptTimeout) is provider_timeout;
