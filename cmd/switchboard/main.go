@@ -129,8 +129,8 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.DurationVar(&o.idleTimeout, "idle-timeout", 120*time.Second, "Idle keep-alive connections are closed after this long.")
 	fs.IntVar(&o.maxEvents, "max-events-per-execution", engine.DefaultMaxEvents, "Events one execution may record, its terminal event included; past it the execution fails with output_too_large.")
 	fs.Int64Var(&o.maxOutputBytes, "max-output-bytes", engine.DefaultMaxOutputBytes, "Materialized output (text, tool arguments, result) one execution may record; past it the execution fails with output_too_large.")
-	fs.DurationVar(&o.idempotencyTTL, "idempotency-ttl", httpapi.DefaultIdempotencyTTL, "How long an Idempotency-Key is remembered (at least 24h).")
-	fs.IntVar(&o.maxReservations, "max-reservations-per-principal", httpapi.DefaultMaxReservationsPerPrincipal, "Idempotency-Keys one caller (with --auth=none: all callers together) may have remembered at once, counted by the EventStore for all replicas; a new key beyond it is refused with rate_limited until the caller's earliest key expires. A key at the longest (255 characters, a 600-byte 202 body) costs about 1.4 KB of the memory store (1.8 KB of Redis), so the default bounds one caller to about 14 MB (18 MB): a new key every 8.6 s sustained over the default --idempotency-ttl of 24h. 0: no limit.")
+	fs.DurationVar(&o.idempotencyTTL, "idempotency-ttl", engine.DefaultIdempotencyTTL, "How long an Idempotency-Key is remembered (at least 24h).")
+	fs.IntVar(&o.maxReservations, "max-reservations-per-principal", engine.DefaultMaxReservationsPerPrincipal, "Idempotency-Keys one caller (with --auth=none: all callers together) may have remembered at once, counted by the EventStore for all replicas; a new key beyond it is refused with rate_limited until the caller's earliest key expires. A key at the longest (255 characters, a 600-byte 202 body) costs about 1.4 KB of the memory store (1.8 KB of Redis), so the default bounds one caller to about 14 MB (18 MB): a new key every 8.6 s sustained over the default --idempotency-ttl of 24h. 0: no limit.")
 	fs.DurationVar(&o.sseKeepAlive, "sse-keepalive", httpapi.DefaultSSEKeepAlive, "Idle time after which an event stream gets a keep-alive comment.")
 	fs.DurationVar(&o.sseWriteTimeout, "sse-write-timeout", httpapi.DefaultSSEWriteTimeout, "Deadline of each event-stream write; a stalled reader is dropped.")
 	fs.DurationVar(&o.cleanupGrace, "cleanup-grace", 10*time.Second, "Longest wait for an adapter's remote cleanup after cancellation or deadline.")
@@ -301,6 +301,8 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		CleanupGrace:    o.cleanupGrace,
 		MaxEvents:       o.maxEvents,
 		MaxOutputBytes:  o.maxOutputBytes,
+		IdempotencyTTL:  o.idempotencyTTL,
+		MaxReservations: o.maxReservations,
 		Replica:         replicaName(),
 		Lease:           o.executionLease,
 		// Replicas share a Redis store: the executions a stopping replica still runs
@@ -348,11 +350,8 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		Engine:          eng,
 		Store:           store,
 		MaxRequestBytes: o.maxRequestBytes,
-		IdempotencyTTL:  o.idempotencyTTL,
-		MaxReservations: o.maxReservations,
 		SSEKeepAlive:    o.sseKeepAlive,
 		SSEWriteTimeout: o.sseWriteTimeout,
-		ExecutionLease:  o.executionLease,
 		Auth:            callers,
 		StreamTokens:    tokens,
 		Logger:          log.WithName("httpapi"),

@@ -5,7 +5,6 @@ import (
 	"strconv"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/switchboard-dev/switchboard/runtime/engine"
 	"github.com/switchboard-dev/switchboard/runtime/eventstore/memory"
@@ -54,7 +53,7 @@ func BenchmarkSubmit(b *testing.B) {
 
 	b.ReportAllocs()
 	for b.Loop() {
-		acc, err := eng.Submit(ctx, engine.NewExecutionID(), time.Time{}, req)
+		acc, _, err := eng.Submit(ctx, engine.Principal{}, req, engine.Idempotency{})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -96,7 +95,7 @@ func BenchmarkAdmitLargeAbility(b *testing.B) {
 	ctx := context.Background()
 	b.ReportAllocs()
 	for b.Loop() {
-		acc, err := eng.Submit(ctx, engine.NewExecutionID(), time.Time{}, req)
+		acc, _, err := eng.Submit(ctx, engine.Principal{}, req, engine.Idempotency{})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -4,11 +4,14 @@
 // per-execution limits, and exactly one terminal event. Every event is recorded in the
 // EventStore, which is the only state shared between replicas.
 //
-// Submit makes every synchronous decision before anything exists: routing (each
+// Submit is the one way in for every front door, and makes every synchronous decision
+// before anything exists: the idempotency key (reserved in the store, or replayed: 422
+// for another request with the key, 429 when the caller holds too many keys, 409 while
+// the key's first request is undecided), routing on one snapshot of the table (each
 // candidate's adapter is asked whether it can encode the request; 422, or 400 for a
-// parameter no deployment allows) and concurrency (429). Then it creates the execution,
-// records execution.accepted and runs the execution in its own goroutine, detached from
-// the caller's context. The running goroutine is the execution's only writer, so
+// parameter no deployment allows) and concurrency (429). Then it names the execution,
+// creates it, records execution.accepted and runs it in its own goroutine, detached from
+// the caller's context; a refused submission releases its key. The running goroutine is the execution's only writer, so
 // sequences are assigned without coordination between replicas; adapters produce event
 // data through an Emitter and never see an envelope.
 //

@@ -49,10 +49,19 @@ type Config struct {
 	// MaxConcurrent bounds the executions running on this engine; further submits get
 	// rate_limited. 0 means DefaultMaxConcurrent.
 	MaxConcurrent int
-	// MaxPerPrincipal bounds the executions one principal (WithPrincipal) runs at once
+	// MaxPerPrincipal bounds the executions one principal (Principal.Name) runs at once
 	// on this engine; further submits of that principal get rate_limited. 0 means no
 	// bound.
 	MaxPerPrincipal int
+	// IdempotencyTTL is how long an idempotency key is remembered (--idempotency-ttl).
+	// 0 means DefaultIdempotencyTTL.
+	IdempotencyTTL time.Duration
+	// MaxReservations bounds the unexpired idempotency reservations of one idempotency
+	// scope (Idempotency.Scope; --max-reservations-per-principal): a caller
+	// principal's, or the runtime's when callers are not authenticated. A submission
+	// with a new key beyond it gets rate_limited before anything is created. The store
+	// counts, so the bound holds for all replicas sharing it. 0 means no limit.
+	MaxReservations int
 	// CleanupGrace bounds how long an adapter may take to return after its attempt was
 	// cancelled or ran out of time. 0 means DefaultCleanupGrace.
 	CleanupGrace time.Duration
@@ -110,6 +119,15 @@ type Engine struct {
 	obs       Observer
 	tracer    trace.Tracer // nil: tracing is off
 
+	// keys holds the idempotency reservations (the store); idempotencyTTL and
+	// maxReservations are Config's.
+	keys            reservations
+	idempotencyTTL  time.Duration
+	maxReservations int
+	// replayWait bounds how long a duplicate waits for its key's outcome
+	// (defaultReplayWait); a field so that tests can shorten it.
+	replayWait time.Duration
+
 	// perPrincipal counts the running executions of each principal, for
 	// MaxPerPrincipal.
 	maxPerPrincipal int
@@ -126,16 +144,6 @@ type Engine struct {
 	closing   atomic.Bool
 	shutdown  sync.Once
 	drained   chan struct{} // closed once Shutdown holds every slot
-}
-
-// Accepted describes an execution Submit created.
-type Accepted struct {
-	// ID is the execution id.
-	ID string
-	// CreatedAt is when the execution was accepted (UTC, microseconds).
-	CreatedAt time.Time
-	// DeadlineAt is when the execution's deadline passes.
-	DeadlineAt time.Time
 }
 
 // New returns an engine. It panics if cfg.Store is nil, a programming error.
@@ -158,6 +166,11 @@ func New(cfg Config) *Engine {
 		tracer:    cfg.Tracer,
 		drained:   make(chan struct{}),
 
+		keys:            cfg.Store,
+		idempotencyTTL:  cfg.IdempotencyTTL,
+		maxReservations: cfg.MaxReservations,
+		replayWait:      defaultReplayWait,
+
 		maxPerPrincipal: cfg.MaxPerPrincipal,
 		perPrincipal:    make(map[string]int),
 	}
@@ -169,6 +182,9 @@ func New(cfg Config) *Engine {
 	}
 	if e.lease <= 0 {
 		e.lease = DefaultLease
+	}
+	if e.idempotencyTTL <= 0 {
+		e.idempotencyTTL = DefaultIdempotencyTTL
 	}
 	if cfg.MaxEvents <= 0 {
 		e.limits.events = DefaultMaxEvents
@@ -213,101 +229,6 @@ type execution struct {
 	principal string
 	w         writer
 	log       logr.Logger
-}
-
-// SubmitOption changes how Submit creates an execution.
-type SubmitOption func(*submission)
-
-type submission struct {
-	idempotencyKey string
-	principal      string
-	principalUID   string
-	visible        routing.Visibility
-}
-
-// WithPrincipal records the caller principal that creates the execution, by name and
-// uid (empty when it has none): it owns the execution (spec/authentication.md; see
-// Owner), and MaxPerPrincipal counts its executions by name.
-func WithPrincipal(name, uid string) SubmitOption {
-	return func(s *submission) { s.principal, s.principalUID = name, uid }
-}
-
-// WithVisible restricts routing to the deployments of the namespaces the caller may use
-// (routing.Query.Visible). An error of visible that is a *protocol.Error is Submit's
-// answer.
-func WithVisible(visible routing.Visibility) SubmitOption {
-	return func(s *submission) { s.visible = visible }
-}
-
-// WithIdempotencyKey names the store key of the idempotency reservation the execution is
-// created for: the store marks the reservation as created in the same step as the
-// execution (eventstore.Record.IdempotencyKey).
-func WithIdempotencyKey(key string) SubmitOption {
-	return func(s *submission) { s.idempotencyKey = key }
-}
-
-// Submit starts an execution of req under id (see NewExecutionID) created at createdAt
-// (zero: now). Every check happens before anything exists: it returns a *protocol.Error
-// — unsupported_capability when no deployment is eligible, rate_limited when
-// MaxConcurrent executions are running, provider_unavailable after Shutdown — and then
-// nothing was created. Otherwise the execution is stored with execution.accepted, leased
-// to this replica, and runs in the background: ctx only carries values and is used for
-// the synchronous store calls; its cancellation never cancels the execution (use
-// Cancel).
-//
-// req must be decoded and validated (protocol.DecodeRequest) and not modified later.
-func (e *Engine) Submit(ctx context.Context, id string, createdAt time.Time, req *protocol.Request, opts ...SubmitOption) (Accepted, error) {
-	if req == nil {
-		return Accepted{}, errInvalidRequest()
-	}
-	if e.closing.Load() {
-		return Accepted{}, errShuttingDown()
-	}
-	var sub submission
-	for _, o := range opts {
-		o(&sub)
-	}
-	q := query(req)
-	q.Admit = e.admitter(req)
-	q.Visible = sub.visible
-	route, err := e.table.Load().Route(q)
-	if err != nil {
-		var ne *routing.NoEligibleError
-		if errors.As(err, &ne) {
-			return Accepted{}, noRouteError(ne)
-		}
-		var pe *protocol.Error
-		if errors.As(err, &pe) {
-			return Accepted{}, pe // the caller's visibility refused (WithVisible)
-		}
-		e.log.Error(err, "Cannot route execution", "execution", id)
-		return Accepted{}, errInternal()
-	}
-
-	select {
-	case e.slots <- struct{}{}:
-	default:
-		return Accepted{}, errRateLimited()
-	}
-	// Shutdown may have started after the first check; it is waiting for this slot.
-	if e.closing.Load() {
-		<-e.slots
-		return Accepted{}, errShuttingDown()
-	}
-	if !e.startOf(sub.principal) {
-		<-e.slots
-		return Accepted{}, errPrincipalLimited()
-	}
-
-	acc, x, err := e.create(ctx, id, createdAt, req, route, sub)
-	if err != nil {
-		e.endOf(sub.principal)
-		<-e.slots
-		return Accepted{}, err
-	}
-	x.principal = sub.principal
-	go e.run(ctx, x, e.attempts)
-	return acc, nil
 }
 
 // startOf counts a new running execution of principal, unless it is at
@@ -419,12 +340,9 @@ func query(req *protocol.Request) routing.Query {
 	return q
 }
 
-// create stores the execution and its execution.accepted event.
-func (e *Engine) create(ctx context.Context, id string, createdAt time.Time, req *protocol.Request, route routing.Route, sub submission) (Accepted, *execution, error) {
-	if createdAt.IsZero() {
-		createdAt = e.now()
-	}
-	createdAt = createdAt.UTC().Truncate(time.Microsecond)
+// create stores the execution and its execution.accepted event, for the idempotency
+// reservation under key when key is not empty.
+func (e *Engine) create(ctx context.Context, id string, createdAt time.Time, req *protocol.Request, route routing.Route, p Principal, key string) (Accepted, *execution, error) {
 	acc := Accepted{ID: id, CreatedAt: createdAt, DeadlineAt: createdAt.Add(route.Deadline)}
 	log := withLazyValues(e.log, "execution", id)
 
@@ -433,8 +351,8 @@ func (e *Engine) create(ctx context.Context, id string, createdAt time.Time, req
 		Metadata:     req.Metadata,
 		DeadlineAt:   acc.DeadlineAt,
 		CreatedAt:    createdAt,
-		Principal:    sub.principal,
-		PrincipalUID: sub.principalUID,
+		Principal:    p.Name,
+		PrincipalUID: p.UID,
 		Namespace:    route.Candidates[0].Ref.Namespace,
 	})
 	if err != nil {
@@ -442,14 +360,10 @@ func (e *Engine) create(ctx context.Context, id string, createdAt time.Time, req
 		return Accepted{}, nil, errInternal()
 	}
 	// Once creation starts it must finish: an execution stored without its accepted
-	// event would never end, so the caller's cancellation must not cut it short. (A
-	// context without a Done channel, as the HTTP API passes, cannot be cancelled.)
-	wctx := ctx
-	if ctx.Done() != nil {
-		wctx = context.WithoutCancel(ctx)
-	}
-	rec := eventstore.Record{ID: id, CreatedAt: createdAt, Info: info, IdempotencyKey: sub.idempotencyKey}
-	lease, err := e.store.Create(wctx, rec, e.replica, e.lease)
+	// event would never end. ctx, which Submit detached from the caller's cancellation,
+	// is also the context of the execution's writes.
+	rec := eventstore.Record{ID: id, CreatedAt: createdAt, Info: info, IdempotencyKey: key}
+	lease, err := e.store.Create(ctx, rec, e.replica, e.lease)
 	if err != nil {
 		log.Error(err, "Cannot create execution")
 		return Accepted{}, nil, errInternal()
@@ -460,7 +374,7 @@ func (e *Engine) create(ctx context.Context, id string, createdAt time.Time, req
 		req:        req,
 		route:      route,
 		deadlineAt: acc.DeadlineAt,
-		w:          writer{store: e.store, ctx: wctx, id: id, now: e.now, fence: lease.Fence, last: createdAt, limits: e.limits},
+		w:          writer{store: e.store, ctx: ctx, id: id, now: e.now, fence: lease.Fence, last: createdAt, limits: e.limits},
 		log:        log,
 	}
 	// execution.accepted carries the creation time, so that its timestamp and the
@@ -468,8 +382,8 @@ func (e *Engine) create(ctx context.Context, id string, createdAt time.Time, req
 	// The record exists now, so a failed write is tried again a few times (it may have
 	// landed: appendRetry checks before writing again). If it still fails, the record
 	// stays without events: nothing else is recorded for it, it never runs, and the
-	// caller is told internal — the HTTP API treats an execution without
-	// execution.accepted as never created and releases its idempotency key.
+	// caller is told internal — Submit treats an execution without execution.accepted
+	// as never created and releases its idempotency key (releaseUnlessCreated).
 	accepted := protocol.AcceptedData{Ability: req.Ability, DeadlineAt: acc.DeadlineAt}
 	if err := x.w.appendRetry(protocol.EventAccepted, accepted, createdAt, retryPolicy{tries: acceptedTries}, log); err != nil {
 		log.Error(err, "Cannot record execution.accepted; the execution will not run")

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"math"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -13,7 +14,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/switchboard-dev/switchboard/runtime/engine"
-	"github.com/switchboard-dev/switchboard/runtime/eventstore"
 	"github.com/switchboard-dev/switchboard/runtime/protocol"
 	"github.com/switchboard-dev/switchboard/runtime/routing"
 )
@@ -141,8 +141,7 @@ func TestUnsupportedCapabilityCreatesNothing(t *testing.T) {
 			a := newScript()
 			h := newHarness(t, []routing.Deployment{deployment("a"), deployment("b")},
 				map[string]*script{"a": a, "b": a})
-			id := engine.NewExecutionID()
-			_, err := h.Engine.Submit(t.Context(), id, time.Time{}, tt.req)
+			_, _, err := h.Engine.Submit(t.Context(), engine.Principal{}, tt.req, engine.Idempotency{})
 			pe := protocolError(t, err, protocol.CodeUnsupportedCapability)
 			if pe.Code.HTTPStatus() != 422 || pe.Retryable {
 				t.Errorf("error %+v", pe)
@@ -153,8 +152,8 @@ func TestUnsupportedCapabilityCreatesNothing(t *testing.T) {
 			if strings.Contains(pe.Message, tt.req.Ability) {
 				t.Errorf("message %q names the ability", pe.Message)
 			}
-			if _, err := h.Store.Get(t.Context(), id); !errors.Is(err, eventstore.ErrNotFound) {
-				t.Errorf("store Get: %v, want ErrNotFound", err)
+			if ids := h.faults.createdIDs(); len(ids) != 0 {
+				t.Errorf("executions %v created, want none", ids)
 			}
 			if n := a.callCount(); n != 0 {
 				t.Errorf("adapter called %d times", n)
@@ -544,14 +543,13 @@ func TestConcurrencyLimit(t *testing.T) {
 		func(c *engine.Config) { c.MaxConcurrent = 1 })
 	first := h.Submit(request())
 
-	id := engine.NewExecutionID()
-	_, err := h.Engine.Submit(t.Context(), id, time.Time{}, request())
+	_, _, err := h.Engine.Submit(t.Context(), engine.Principal{}, request(), engine.Idempotency{})
 	pe := protocolError(t, err, protocol.CodeRateLimited)
 	if !pe.Retryable || pe.RetryAfterMs <= 0 {
 		t.Errorf("error %+v, want retryable with a retry hint", pe)
 	}
-	if _, err := h.Store.Get(t.Context(), id); !errors.Is(err, eventstore.ErrNotFound) {
-		t.Errorf("store Get: %v, want ErrNotFound", err)
+	if ids := h.faults.createdIDs(); !slices.Equal(ids, []string{first.ID}) {
+		t.Errorf("executions %v created, want only the first, %s", ids, first.ID)
 	}
 
 	if _, err := h.Engine.Cancel(t.Context(), first.ID); err != nil {
@@ -562,7 +560,7 @@ func TestConcurrencyLimit(t *testing.T) {
 	// The slot is freed just after the terminal event; poll instead of racing it.
 	deadline := time.Now().Add(waitTimeout)
 	for {
-		acc, err := h.Engine.Submit(t.Context(), engine.NewExecutionID(), time.Time{}, request())
+		acc, _, err := h.Engine.Submit(t.Context(), engine.Principal{}, request(), engine.Idempotency{})
 		if err == nil {
 			if _, err := h.Engine.Cancel(t.Context(), acc.ID); err != nil {
 				t.Fatal(err)
@@ -607,7 +605,7 @@ func TestShutdown(t *testing.T) {
 			t.Errorf("%s: events %v, want no fallback", id, types(evs))
 		}
 	}
-	_, err := h.Engine.Submit(t.Context(), engine.NewExecutionID(), time.Time{}, request())
+	_, _, err := h.Engine.Submit(t.Context(), engine.Principal{}, request(), engine.Idempotency{})
 	protocolError(t, err, protocol.CodeProviderUnavailable)
 	if err := h.Engine.Close(); err != nil {
 		t.Errorf("second shutdown: %v", err)
@@ -704,14 +702,14 @@ func TestTimestampsNeverDecrease(t *testing.T) {
 	a := newScript(delta("a"), delta("b"))
 	h := newHarness(t, []routing.Deployment{deployment("a")}, map[string]*script{"a": a},
 		func(c *engine.Config) { c.Now = clock })
-	acc, err := h.Engine.Submit(t.Context(), engine.NewExecutionID(), start, request())
+	acc, _, err := h.Engine.Submit(t.Context(), engine.Principal{}, request(), engine.Idempotency{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	evs := h.finish(acc.ID) // checks non-decreasing timestamps
 	for _, ev := range evs {
-		if !ev.Timestamp.Equal(start) {
-			t.Errorf("event %d at %v, want %v", ev.Sequence, ev.Timestamp, start)
+		if !ev.Timestamp.Equal(acc.CreatedAt) {
+			t.Errorf("event %d at %v, want the creation time %v", ev.Sequence, ev.Timestamp, acc.CreatedAt)
 		}
 	}
 }
@@ -720,7 +718,7 @@ func TestSubmitDetachedFromCallerContext(t *testing.T) {
 	a := newScript(delta("ok"))
 	h := newHarness(t, []routing.Deployment{deployment("a")}, map[string]*script{"a": a})
 	ctx, cancel := context.WithCancel(t.Context())
-	acc, err := h.Engine.Submit(ctx, engine.NewExecutionID(), time.Time{}, request())
+	acc, _, err := h.Engine.Submit(ctx, engine.Principal{}, request(), engine.Idempotency{})
 	cancel()
 	if err != nil {
 		t.Fatal(err)
@@ -737,7 +735,8 @@ func TestMaxPerPrincipal(t *testing.T) {
 	h := newHarness(t, []routing.Deployment{deployment("a")}, map[string]*script{"a": s},
 		func(c *engine.Config) { c.MaxPerPrincipal = 2 })
 	submit := func(p string) (engine.Accepted, error) {
-		return h.Engine.Submit(t.Context(), engine.NewExecutionID(), time.Time{}, request(), engine.WithPrincipal(p, ""))
+		acc, _, err := h.Engine.Submit(t.Context(), engine.Principal{Name: p}, request(), engine.Idempotency{})
+		return acc, err
 	}
 	var first []string
 	for range 2 {

@@ -228,7 +228,67 @@ type faultStore struct {
 	mu         sync.Mutex
 	append     func(ev protocol.Event, next func() error) error
 	waitCancel func(next func() error) error
+	create     func(rec eventstore.Record, next func() error) error
+	get        func(id string, next func() (eventstore.Status, error)) (eventstore.Status, error)
+	reserve    func(r eventstore.Reservation, next func() (eventstore.Reservation, bool, error)) (eventstore.Reservation, bool, error)
 	reads      []readCall // every Read, in order
+	created    []string   // the ids of the records created, in order
+}
+
+// createdIDs returns the ids of the records created so far.
+func (f *faultStore) createdIDs() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.created)
+}
+
+// set changes the faults' hooks under their lock.
+func (f *faultStore) set(change func(*faultStore)) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	change(f)
+}
+
+func (f *faultStore) Create(ctx context.Context, rec eventstore.Record, owner string, ttl time.Duration) (eventstore.Lease, error) {
+	f.mu.Lock()
+	h := f.create
+	f.mu.Unlock()
+	var lease eventstore.Lease
+	next := func() (err error) {
+		lease, err = f.Store.Create(ctx, rec, owner, ttl)
+		if err == nil {
+			f.mu.Lock()
+			f.created = append(f.created, rec.ID)
+			f.mu.Unlock()
+		}
+		return err
+	}
+	if h == nil {
+		return lease, next()
+	}
+	return lease, h(rec, next)
+}
+
+func (f *faultStore) Get(ctx context.Context, id string) (eventstore.Status, error) {
+	f.mu.Lock()
+	h := f.get
+	f.mu.Unlock()
+	next := func() (eventstore.Status, error) { return f.Store.Get(ctx, id) }
+	if h == nil {
+		return next()
+	}
+	return h(id, next)
+}
+
+func (f *faultStore) Reserve(ctx context.Context, key string, r eventstore.Reservation, ttl time.Duration, limit int) (eventstore.Reservation, bool, error) {
+	f.mu.Lock()
+	h := f.reserve
+	f.mu.Unlock()
+	next := func() (eventstore.Reservation, bool, error) { return f.Store.Reserve(ctx, key, r, ttl, limit) }
+	if h == nil {
+		return next()
+	}
+	return h(r, next)
 }
 
 // readCall is one Read through a faultStore: its limit and how many events it returned.

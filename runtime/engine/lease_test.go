@@ -178,7 +178,7 @@ func scriptProvider(s *script) map[string]engine.Provider {
 // submit submits req on the first replica.
 func (r *replicas) submit(req *protocol.Request) string {
 	r.t.Helper()
-	acc, err := r.engines[0].Submit(r.t.Context(), engine.NewExecutionID(), time.Time{}, req)
+	acc, _, err := r.engines[0].Submit(r.t.Context(), engine.Principal{}, req, engine.Idempotency{})
 	if err != nil {
 		r.t.Fatalf("Submit: %v", err)
 	}
@@ -344,7 +344,7 @@ func TestShutdownDrains(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- r.engines[0].Shutdown(context.Background()) }()
 	waitUntil(t, func() bool {
-		_, err := r.engines[0].Submit(t.Context(), engine.NewExecutionID(), time.Time{}, request())
+		_, _, err := r.engines[0].Submit(t.Context(), engine.Principal{}, request(), engine.Idempotency{})
 		var pe *protocol.Error
 		return errors.As(err, &pe) && pe.Code == protocol.CodeProviderUnavailable && pe.Retryable
 	})

@@ -192,7 +192,7 @@ func TestAdmission(t *testing.T) {
 	})
 	t.Run("every deployment refuses: 422", func(t *testing.T) {
 		h := newHarness(t, two, map[string]*script{}, withCheck(refuseOn("*", protocol.CodeUnsupportedCapability)))
-		_, err := h.Engine.Submit(context.Background(), engine.NewExecutionID(), time.Time{}, request())
+		_, _, err := h.Engine.Submit(context.Background(), engine.Principal{}, request(), engine.Idempotency{})
 		pe := protocolError(t, err, protocol.CodeUnsupportedCapability)
 		if !strings.Contains(pe.Message, "cannot take audio by uri") {
 			t.Errorf("message %q does not say why", pe.Message)
@@ -200,19 +200,19 @@ func TestAdmission(t *testing.T) {
 	})
 	t.Run("a parameter no deployment allows: 400", func(t *testing.T) {
 		h := newHarness(t, two, map[string]*script{}, withCheck(refuseOn("*", protocol.CodeInvalidRequest)))
-		_, err := h.Engine.Submit(context.Background(), engine.NewExecutionID(), time.Time{}, request())
+		_, _, err := h.Engine.Submit(context.Background(), engine.Principal{}, request(), engine.Idempotency{})
 		protocolError(t, err, protocol.CodeInvalidRequest)
 	})
 	t.Run("unmet capabilities win over a refusal", func(t *testing.T) {
 		h := newHarness(t, two, map[string]*script{}, withCheck(refuseOn("*", protocol.CodeInvalidRequest)))
-		_, err := h.Engine.Submit(context.Background(), engine.NewExecutionID(), time.Time{}, request(func(r *protocol.Request) {
+		_, _, err := h.Engine.Submit(context.Background(), engine.Principal{}, request(func(r *protocol.Request) {
 			r.Input = append(r.Input, protocol.Part{Type: protocol.PartImage, MediaType: "image/png", Data: "AAAA"})
-		}))
+		}), engine.Idempotency{})
 		protocolError(t, err, protocol.CodeUnsupportedCapability)
 	})
 	t.Run("no adapter for the provider: not eligible", func(t *testing.T) {
 		h := newHarness(t, []routing.Deployment{deployment("a", withProvider("nobody"))}, map[string]*script{})
-		_, err := h.Engine.Submit(context.Background(), engine.NewExecutionID(), time.Time{}, request())
+		_, _, err := h.Engine.Submit(context.Background(), engine.Principal{}, request(), engine.Idempotency{})
 		protocolError(t, err, protocol.CodeUnsupportedCapability)
 	})
 }

@@ -51,7 +51,7 @@ func TestAcceptedWriteRetried(t *testing.T) {
 			h := newHarness(t, []routing.Deployment{deployment("a")}, map[string]*script{"a": a})
 			var calls atomic.Int64
 			h.faults.onAppend(failing(evAccepted, 1, landed, &calls))
-			acc, err := h.Engine.Submit(t.Context(), engine.NewExecutionID(), time.Time{}, request())
+			acc, _, err := h.Engine.Submit(t.Context(), engine.Principal{}, request(), engine.Idempotency{})
 			if err != nil {
 				t.Fatalf("Submit: %v", err)
 			}
@@ -72,14 +72,17 @@ func TestAcceptedWriteRetried(t *testing.T) {
 			func(c *engine.Config) { c.MaxConcurrent = 1 })
 		var calls atomic.Int64
 		h.faults.onAppend(failing(evAccepted, -1, false, &calls))
-		id := engine.NewExecutionID()
-		_, err := h.Engine.Submit(t.Context(), id, time.Time{}, request())
+		_, _, err := h.Engine.Submit(t.Context(), engine.Principal{}, request(), engine.Idempotency{})
 		protocolError(t, err, protocol.CodeInternal)
 		if n := calls.Load(); n < 2 || n > 10 {
 			t.Errorf("execution.accepted tried %d times, want a few", n)
 		}
+		ids := h.faults.createdIDs()
+		if len(ids) != 1 {
+			t.Fatalf("records %v created, want one", ids)
+		}
 		// The record stays without events: nothing else is recorded, nothing runs.
-		st, err := h.Store.Get(t.Context(), id)
+		st, err := h.Store.Get(t.Context(), ids[0])
 		if err != nil || st.LastSequence != 0 {
 			t.Errorf("record %+v, %v; want one without events", st, err)
 		}

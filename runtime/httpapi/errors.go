@@ -58,21 +58,12 @@ var (
 	errInternal         = protocol.NewError(protocol.CodeInternal, "internal error")
 	errBodyUnreadable   = protocol.NewError(protocol.CodeInvalidRequest, "body: could not be read")
 	errKeyInvalid       = protocol.NewError(protocol.CodeInvalidRequest, "Idempotency-Key: must be one header of 1 to 255 visible ASCII characters, raw or as a quoted string")
-	errKeyReused        = protocol.NewError(protocol.CodeIdempotencyKeyReused, "Idempotency-Key: already used for a different request body")
 	errCursorInvalid    = protocol.NewError(protocol.CodeInvalidRequest, "cursor: after and Last-Event-ID must be one decimal event sequence each")
 	// errNotJSON refuses a POST body that is not declared application/json. Besides
 	// keeping the API to one media type, it stops cross-site form posts: a browser
 	// sends those without asking first, and never with this Content-Type.
 	errNotJSON = &statusError{http.StatusUnsupportedMediaType, protocol.NewError(protocol.CodeInvalidRequest, "Content-Type: the body must be application/json")}
 )
-
-// errInProgress answers a duplicate whose key's first request has neither created its
-// execution nor released the key within the replay wait (409, retryable).
-var errInProgress = func() *protocol.Error {
-	e := protocol.NewError(protocol.CodeConflict, "Idempotency-Key: the first request with this key is still being processed; retry later")
-	e.RetryAfterMs = 1000
-	return e
-}()
 
 // writeError answers err as a JSON error body (spec/http-api.md, "Errors"). Portable
 // errors are answered as they are; store and size errors are translated; anything else is

@@ -16,10 +16,10 @@ import (
 )
 
 // createExecution is POST /v1/executions. The checks run in the contract's order
-// (spec/http-api.md, "Order of checks"): body shape and size, then the idempotency key (a
-// replay or a mismatch answers there, whatever the routing table says now), then routing
-// inside engine.Submit, then creation. Nothing reaches a provider before all of them
-// pass.
+// (spec/http-api.md, "Order of checks"): body shape and size here, then, inside
+// engine.Submit, the idempotency key (a replay or a mismatch answers there, whatever the
+// routing table says now), routing and creation. Nothing reaches a provider before all
+// of them pass. The 202 body is rendered from what Submit returns, for a replay too.
 func (s *server) createExecution(w http.ResponseWriter, r *http.Request) error {
 	if !isJSON(r.Header) {
 		return errNotJSON
@@ -32,60 +32,25 @@ func (s *server) createExecution(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	key, hasKey, err := idempotencyKey(r.Header)
-	if err != nil {
-		return err
-	}
 	p := principal(r.Context())
-	opts := []engine.SubmitOption{engine.WithPrincipal(p.Name, p.UID), engine.WithVisible(s.visibility(r.Context(), p))}
-
-	// From here on the request's outcome must not depend on the connection: a client
-	// that disconnects after the key is reserved must find, when it retries, either its
-	// execution or a released key, never a reservation of something never created.
-	ctx := context.WithoutCancel(r.Context())
-	id := engine.NewExecutionID()
-	// The engine stores timestamps in microseconds; the 202 body says the same instant.
-	createdAt := s.now().UTC().Truncate(time.Microsecond)
-	token, err := s.streamToken(ctx, id, p, createdAt)
+	idem, err := s.idempotency(r.Header, p, body)
 	if err != nil {
 		return err
 	}
-	resp := appendAccepted(make([]byte, 0, acceptedSize), id, createdAt, token)
-
-	if !hasKey {
-		if _, err := s.engine.Submit(ctx, id, createdAt, req, opts...); err != nil {
-			return err
-		}
-		writeAccepted(w, id, resp, false)
-		return nil
-	}
-
-	fingerprint, err := protocol.Fingerprint(body)
+	// Submit does not stop when the caller leaves: a key it reserved always gets its
+	// execution or its release.
+	acc, replayed, err := s.engine.Submit(r.Context(), engine.Principal{Name: p.Name, UID: p.UID, Visible: s.visibility(r.Context(), p)}, req, idem)
 	if err != nil {
 		return err
 	}
-	scope := s.idempotencyScope(r)
-	storeKey := scopedKey(scope, key)
-	prev, replay, err := s.reserve(ctx, storeKey, eventstore.Reservation{
-		Scope:       scope,
-		Fingerprint: fingerprint,
-		ExecutionID: id,
-		Response:    resp,
-		CreatedAt:   createdAt,
-	})
-	if err != nil {
-		return err
-	}
-	if replay {
+	if replayed {
 		s.obs.IdempotencyReplay()
-		writeAccepted(w, prev.ExecutionID, prev.Response, true)
-		return nil
 	}
-	if _, err := s.engine.Submit(ctx, id, createdAt, req, append(opts, engine.WithIdempotencyKey(storeKey))...); err != nil {
-		s.releaseUnlessCreated(ctx, storeKey, id)
+	token, err := s.streamToken(r.Context(), acc.ID, p, acc.CreatedAt)
+	if err != nil {
 		return err
 	}
-	writeAccepted(w, id, resp, false)
+	writeAccepted(w, acc.ID, appendAccepted(make([]byte, 0, acceptedSize), acc.ID, acc.CreatedAt, token), replayed)
 	return nil
 }
 
@@ -153,7 +118,8 @@ func appendLink(dst []byte, escapedID, suffix string) []byte {
 	return append(dst, '"')
 }
 
-// writeAccepted answers 202 with body, the original one for a replay.
+// writeAccepted answers 202 with body; a replay's is the original one again, byte for
+// byte (see streamToken).
 func writeAccepted(w http.ResponseWriter, id string, body []byte, replayed bool) {
 	note(w).execution = id
 	h := w.Header()

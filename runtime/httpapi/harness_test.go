@@ -53,6 +53,7 @@ type env struct {
 
 type envConfig struct {
 	api           httpapi.Config
+	engine        engine.Config
 	maxConcurrent int
 	store         []memory.Option
 	listener      func(net.Listener) net.Listener
@@ -64,8 +65,9 @@ type envConfig struct {
 
 type envOption func(*envConfig)
 
-func withAPI(f func(*httpapi.Config)) envOption { return func(c *envConfig) { f(&c.api) } }
-func withMaxConcurrent(n int) envOption         { return func(c *envConfig) { c.maxConcurrent = n } }
+func withAPI(f func(*httpapi.Config)) envOption   { return func(c *envConfig) { f(&c.api) } }
+func withEngine(f func(*engine.Config)) envOption { return func(c *envConfig) { f(&c.engine) } }
+func withMaxConcurrent(n int) envOption           { return func(c *envConfig) { c.maxConcurrent = n } }
 
 // withAPIStore gives the server the store f makes of the environment's; the engine keeps
 // the environment's.
@@ -107,12 +109,11 @@ func newEnv(t testing.TB, opts ...envOption) *env {
 	e.table = &countingTable{Holder: new(routing.Holder)}
 	e.table.Store(routing.NewTable(cfg.deployments))
 	e.table.MarkSynced()
-	e.engine = engine.New(engine.Config{
-		Store:         e.store,
-		Table:         e.table,
-		Providers:     map[string]engine.Provider{"fake": {New: func(*routing.Deployment) (engine.Adapter, error) { return fakeAdapter{e}, nil }}},
-		MaxConcurrent: cfg.maxConcurrent,
-	})
+	ecfg := cfg.engine
+	ecfg.Store, ecfg.Table = e.store, e.table
+	ecfg.Providers = map[string]engine.Provider{"fake": {New: func(*routing.Deployment) (engine.Adapter, error) { return fakeAdapter{e}, nil }}}
+	ecfg.MaxConcurrent = cfg.maxConcurrent
+	e.engine = engine.New(ecfg)
 	api := cfg.api
 	api.Engine, api.Store = e.engine, e.store
 	if cfg.apiStore != nil {

@@ -1,6 +1,7 @@
 package httpapi_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -12,7 +13,8 @@ import (
 	"time"
 
 	"github.com/switchboard-dev/switchboard/runtime/client"
-	"github.com/switchboard-dev/switchboard/runtime/httpapi"
+	"github.com/switchboard-dev/switchboard/runtime/engine"
+	"github.com/switchboard-dev/switchboard/runtime/eventstore"
 	"github.com/switchboard-dev/switchboard/runtime/protocol"
 )
 
@@ -164,7 +166,7 @@ func TestIdempotencyRejectedNotRemembered(t *testing.T) {
 // key and other callers are not limited, and a refused submission's key does not count.
 func TestIdempotencyKeyLimit(t *testing.T) {
 	const limit = 3
-	e := newAuthEnv(t, withAPI(func(c *httpapi.Config) { c.MaxReservations = limit }))
+	e := newAuthEnv(t, withEngine(func(c *engine.Config) { c.MaxReservations = limit }))
 	chatBody := `{"ability":"chat","input":[{"type":"text","text":"hi"}]}`
 	var first accepted
 	for i := range limit {
@@ -185,8 +187,8 @@ func TestIdempotencyKeyLimit(t *testing.T) {
 	}
 	// The earliest key was made a moment ago with the default ttl of a day.
 	wait := time.Duration(body.Error.RetryAfterMs) * time.Millisecond
-	if !body.Error.Retryable || wait < httpapi.DefaultIdempotencyTTL-time.Minute || wait > httpapi.DefaultIdempotencyTTL {
-		t.Errorf("retryable %v, retry_after_ms %d: want retryable, in about %v", body.Error.Retryable, body.Error.RetryAfterMs, httpapi.DefaultIdempotencyTTL)
+	if !body.Error.Retryable || wait < engine.DefaultIdempotencyTTL-time.Minute || wait > engine.DefaultIdempotencyTTL {
+		t.Errorf("retryable %v, retry_after_ms %d: want retryable, in about %v", body.Error.Retryable, body.Error.RetryAfterMs, engine.DefaultIdempotencyTTL)
 	}
 	if got, want := a.header.Get("Retry-After"), strconv.FormatInt((body.Error.RetryAfterMs+999)/1000, 10); got != want {
 		t.Errorf("Retry-After %q, want %q", got, want)
@@ -214,6 +216,57 @@ func TestIdempotencyKeyLimit(t *testing.T) {
 	}
 	if a := e.call(t, http.MethodPost, "/v1/executions", bobToken, chatBody, "Idempotency-Key", "bob-new"); a.status != http.StatusTooManyRequests {
 		t.Errorf("key %d of bob: %d %s, want 429", limit+1, a.status, a.body)
+	}
+}
+
+// A replay answers the 202 body of the first submission byte for byte, stream tokens
+// included: it is rendered again from the execution's id and creation time, and a token
+// signed again for them is the same while its key is in force. A reservation stored by
+// the previous version, which kept that body itself, replays the same way.
+func TestReplayBodies(t *testing.T) {
+	e := newAuthEnv(t)
+	const body = `{"ability":"chat","input":[{"type":"text","text":"hi"}]}`
+	first := e.call(t, http.MethodPost, "/v1/executions", aliceToken, body, "Idempotency-Key", "now")
+	again := e.call(t, http.MethodPost, "/v1/executions", aliceToken, body, "Idempotency-Key", "now")
+	if first.status != http.StatusAccepted || again.status != http.StatusAccepted || !bytes.Equal(again.body, first.body) {
+		t.Fatalf("replay: %d %s, want %d %s", again.status, again.body, first.status, first.body)
+	}
+
+	// The previous version stored its 202 body in the reservation; the key's execution
+	// is one submitted without a key here.
+	plain := e.call(t, http.MethodPost, "/v1/executions", aliceToken, body)
+	var acc struct {
+		ID        string `json:"id"`
+		CreatedAt string `json:"created_at"`
+		Links     struct {
+			Events string `json:"events"`
+		} `json:"links"`
+	}
+	if err := json.Unmarshal(plain.body, &acc); err != nil {
+		t.Fatal(err)
+	}
+	_, token, _ := strings.Cut(acc.Links.Events, "?token=")
+	stored := fmt.Sprintf(`{"id":"%[1]s","status":"accepted","created_at":"%[2]s","links":{"self":"/v1/executions/%[1]s",`+
+		`"events":"/v1/executions/%[1]s/events?token=%[3]s","result":"/v1/executions/%[1]s/result?token=%[3]s","cancel":"/v1/executions/%[1]s/cancel"}}`,
+		acc.ID, acc.CreatedAt, token)
+	if stored != string(plain.body) {
+		t.Fatalf("202 body %s, want the form of the previous version %s", plain.body, stored)
+	}
+	createdAt, err := time.Parse(time.RFC3339Nano, acc.CreatedAt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fp, err := protocol.Fingerprint([]byte(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := eventstore.Reservation{Scope: "principal:alice", Fingerprint: fp, ExecutionID: acc.ID, Response: []byte(stored), CreatedAt: createdAt}
+	if _, ok, err := e.store.Reserve(t.Context(), "principal:alice earlier", r, time.Hour, 0); err != nil || !ok {
+		t.Fatalf("Reserve: %v, %v", ok, err)
+	}
+	replay := e.call(t, http.MethodPost, "/v1/executions", aliceToken, body, "Idempotency-Key", "earlier")
+	if replay.status != http.StatusAccepted || replay.header.Get("Idempotent-Replayed") != "true" || string(replay.body) != stored {
+		t.Errorf("replay of the previous version's reservation: %d %q %s, want %s", replay.status, replay.header.Get("Idempotent-Replayed"), replay.body, stored)
 	}
 }
 

@@ -3,10 +3,10 @@
 // snapshot and cancellation, and their event stream as server-sent events or as a polling
 // JSON page.
 //
-// The package holds no execution state of its own. It decodes and checks requests,
-// answers idempotent replays from the store's reservations, hands new executions to the
-// engine, and reads everything else from the EventStore, so any replica sharing the store
-// answers for any execution. Event streams are pull-based: a subscriber keeps only its
+// The package holds no execution state of its own. It decodes and checks requests, hands
+// submissions to the engine (which names them, creates them and answers idempotent
+// replays) and renders its answers, and reads everything else from the EventStore, so any
+// replica sharing the store answers for any execution. Event streams are pull-based: a subscriber keeps only its
 // cursor and alternates Store.Read and Store.Wait, so a slow reader costs no memory
 // beyond one batch and never holds up the engine or other readers.
 package httpapi
@@ -25,18 +25,10 @@ import (
 )
 
 // Defaults of the Config fields left zero; each matches the flag of the same name in
-// spec/http-api.md ("Connections", "Idempotency") and spec/events.md ("Keep-alive and
-// timeouts").
+// spec/http-api.md ("Connections") and spec/events.md ("Keep-alive and timeouts").
 const (
 	// DefaultMaxRequestBytes bounds a request body (--max-request-bytes).
 	DefaultMaxRequestBytes = protocol.DefaultMaxRequestBytes
-	// DefaultIdempotencyTTL is how long an Idempotency-Key is remembered
-	// (--idempotency-ttl).
-	DefaultIdempotencyTTL = 24 * time.Hour
-	// DefaultMaxReservationsPerPrincipal bounds the remembered Idempotency-Keys of one
-	// caller (--max-reservations-per-principal): about 14 MB of the memory store at the
-	// longest keys (spec/http-api.md, "Idempotency").
-	DefaultMaxReservationsPerPrincipal = 10_000
 	// DefaultSSEKeepAlive is the idle time after which a stream gets a keep-alive
 	// comment (--sse-keepalive).
 	DefaultSSEKeepAlive = 15 * time.Second
@@ -48,21 +40,12 @@ const (
 type Config struct {
 	// Engine accepts new executions and cancels running ones. Required.
 	Engine *engine.Engine
-	// Store is the EventStore the engine records into; status, results, events and
-	// idempotency reservations are read from it. Required.
+	// Store is the EventStore the engine records into; status, results and events are
+	// read from it. Required.
 	Store eventstore.Store
 	// MaxRequestBytes bounds request bodies; larger ones get 413. Default
 	// DefaultMaxRequestBytes.
 	MaxRequestBytes int64
-	// IdempotencyTTL is how long an Idempotency-Key is remembered. Default
-	// DefaultIdempotencyTTL.
-	IdempotencyTTL time.Duration
-	// MaxReservations bounds the unexpired idempotency reservations of one idempotency
-	// scope (--max-reservations-per-principal): a caller principal's, or the runtime's
-	// when authentication is off. A submission with a new key beyond it gets 429
-	// rate_limited before anything is created. The store counts, so the bound holds for
-	// all replicas sharing it. 0 means no limit.
-	MaxReservations int
 	// SSEKeepAlive is the idle time after which an event stream gets a ": keep-alive"
 	// comment, so that proxies do not time the connection out. Default
 	// DefaultSSEKeepAlive.
@@ -76,10 +59,6 @@ type Config struct {
 	// StreamTokens signs the read tokens of the 202 body's events and result links and
 	// verifies them; nil means links without tokens. Only used with Auth.
 	StreamTokens *auth.StreamTokens
-	// ExecutionLease is the engine's execution lease (engine.Config.Lease): a
-	// reservation older than it whose execution was never created belongs to a creator
-	// that died, and is released. Default engine.DefaultLease.
-	ExecutionLease time.Duration
 	// Logger receives internal errors (whose text never reaches a caller). Default: a
 	// logger that discards.
 	Logger logr.Logger
@@ -91,7 +70,8 @@ type Config struct {
 	// Tracer makes a server span per request, honouring an incoming traceparent
 	// (spec/observability.md, "Tracing"); nil traces nothing, at no cost.
 	Tracer trace.Tracer
-	// Now returns the current time, for created_at. Default time.Now.
+	// Now returns the current time, at which stream tokens are checked. Default
+	// time.Now.
 	Now func() time.Time
 }
 
@@ -101,8 +81,6 @@ type server struct {
 	store           eventstore.Store
 	announcer       eventstore.Announcer // store, when it is one; else nil
 	maxRequestBytes int64
-	idempotencyTTL  time.Duration
-	maxReservations int // Config.MaxReservations
 	keepAlive       time.Duration
 	writeTimeout    time.Duration
 	log             logr.Logger
@@ -114,12 +92,6 @@ type server struct {
 
 	auth   *auth.Auth
 	tokens *auth.StreamTokens
-	// lease is the age after which a reservation whose execution was never created is
-	// released (Config.ExecutionLease).
-	lease time.Duration
-	// replayWait bounds how long a duplicate waits for its reservation's outcome; a
-	// field so that tests can shorten it.
-	replayWait time.Duration
 }
 
 // NewServer returns the HTTP handler of the execution API.
@@ -141,8 +113,6 @@ func newServer(cfg Config) *server {
 		engine:          cfg.Engine,
 		store:           cfg.Store,
 		maxRequestBytes: cfg.MaxRequestBytes,
-		idempotencyTTL:  cfg.IdempotencyTTL,
-		maxReservations: cfg.MaxReservations,
 		keepAlive:       cfg.SSEKeepAlive,
 		writeTimeout:    cfg.SSEWriteTimeout,
 		log:             cfg.Logger,
@@ -151,22 +121,14 @@ func newServer(cfg Config) *server {
 		tracer:          cfg.Tracer,
 		now:             cfg.Now,
 		mux:             http.NewServeMux(),
-		replayWait:      replayWait,
-		lease:           cfg.ExecutionLease,
 		auth:            cfg.Auth,
 	}
 	s.announcer, _ = cfg.Store.(eventstore.Announcer)
 	if s.auth != nil {
 		s.tokens = cfg.StreamTokens
 	}
-	if s.lease <= 0 {
-		s.lease = engine.DefaultLease
-	}
 	if s.maxRequestBytes <= 0 {
 		s.maxRequestBytes = DefaultMaxRequestBytes
-	}
-	if s.idempotencyTTL <= 0 {
-		s.idempotencyTTL = DefaultIdempotencyTTL
 	}
 	if s.keepAlive <= 0 {
 		s.keepAlive = DefaultSSEKeepAlive

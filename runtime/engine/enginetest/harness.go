@@ -62,7 +62,7 @@ func NewHarnessWithStore(t testing.TB, cfg engine.Config, wrap func(eventstore.S
 // Submit submits req as a new execution, failing the test on error.
 func (h *Harness) Submit(req *protocol.Request) engine.Accepted {
 	h.t.Helper()
-	acc, err := h.Engine.Submit(h.t.Context(), engine.NewExecutionID(), time.Time{}, req)
+	acc, _, err := h.Engine.Submit(h.t.Context(), engine.Principal{}, req, engine.Idempotency{})
 	if err != nil {
 		h.t.Fatalf("Submit: %v", err)
 	}
