@@ -12,6 +12,7 @@
 package httpapi
 
 import (
+	"context"
 	"net/http"
 	"time"
 
@@ -36,13 +37,31 @@ const (
 	DefaultSSEWriteTimeout = 30 * time.Second
 )
 
+// Engine is what the API asks of the engine (an *engine.Engine): to submit executions,
+// which it names, creates and, for a repeated idempotency key, replays, and to cancel
+// them.
+type Engine interface {
+	Submit(ctx context.Context, p engine.Principal, req *protocol.Request, idem engine.Idempotency) (engine.Accepted, bool, error)
+	Cancel(ctx context.Context, id string) (engine.Cancellation, error)
+}
+
+// Store is what the API reads from the EventStore the engine records into (an
+// eventstore.Store). A Store that is also an eventstore.Announcer hands the events its
+// wake-ups carry to event streams.
+type Store interface {
+	Get(ctx context.Context, id string) (eventstore.Status, error)
+	Snapshot(ctx context.Context, id string) (protocol.Snapshot, error)
+	Read(ctx context.Context, id string, after uint64, limit int) ([]protocol.Event, error)
+	Wait(ctx context.Context, id string, after uint64) error
+}
+
 // Config holds the server's dependencies and limits.
 type Config struct {
 	// Engine accepts new executions and cancels running ones. Required.
-	Engine *engine.Engine
+	Engine Engine
 	// Store is the EventStore the engine records into; status, results and events are
 	// read from it. Required.
-	Store eventstore.Store
+	Store Store
 	// MaxRequestBytes bounds request bodies; larger ones get 413. Default
 	// DefaultMaxRequestBytes.
 	MaxRequestBytes int64
@@ -77,8 +96,8 @@ type Config struct {
 
 // server is the handler NewServer returns.
 type server struct {
-	engine          *engine.Engine
-	store           eventstore.Store
+	engine          Engine
+	store           Store
 	announcer       eventstore.Announcer // store, when it is one; else nil
 	maxRequestBytes int64
 	keepAlive       time.Duration
