@@ -19,7 +19,7 @@ const (
 	// Config.IdempotencyTTL says otherwise: the default, and least, --idempotency-ttl.
 	DefaultIdempotencyTTL = 24 * time.Hour
 	// DefaultMaxReservationsPerPrincipal is the default of
-	// --max-reservations-per-principal (Config.MaxReservations): about 14 MB of the
+	// --max-reservations-per-principal (Config.MaxReservations): about 9 MB of the
 	// memory store at the longest keys (spec/http-api.md, "Idempotency").
 	DefaultMaxReservationsPerPrincipal = 10_000
 )

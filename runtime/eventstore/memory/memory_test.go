@@ -169,9 +169,10 @@ func BenchmarkRetainedExecution(b *testing.B) {
 }
 
 // BenchmarkRetainedReservation measures the heap held per idempotency reservation at
-// the longest key (255 characters, in the scope of a service account) with a 202 body of
-// 600 bytes, its signed links included: what --max-reservations-per-principal bounds
-// per caller. As in a submission, every string is the reservation's own.
+// the longest key (255 characters, in the scope of a service account), holding what the
+// engine's reservations hold (the execution's id and creation time, also as JSON): what
+// --max-reservations-per-principal bounds per caller. As in a submission, every string
+// is the reservation's own.
 func BenchmarkRetainedReservation(b *testing.B) {
 	const reservations = 10_000
 	ctx := context.Background()
@@ -185,12 +186,13 @@ func BenchmarkRetainedReservation(b *testing.B) {
 		for i := range reservations {
 			scope := "principal:" + principal
 			id := fmt.Sprintf("exe_%036d", i)
+			created := time.Now().UTC().Truncate(time.Microsecond)
 			r := eventstore.Reservation{
 				Scope:       scope,
 				Fingerprint: fmt.Sprintf("%064x", i),
 				ExecutionID: id,
-				Response:    json.RawMessage(strings.Repeat("x", 600)),
-				CreatedAt:   time.Now(),
+				Response:    json.RawMessage(`{"id":"` + id + `","created_at":"` + created.Format(time.RFC3339Nano) + `"}`),
+				CreatedAt:   created,
 			}
 			if _, _, err := s.Reserve(ctx, fmt.Sprintf("%s %0255d", scope, i), r, 24*time.Hour, 0); err != nil {
 				b.Fatal(err)
