@@ -127,9 +127,9 @@ func replayOf(r eventstore.Reservation, st *eventstore.Status) Accepted {
 	return acc
 }
 
-// accepted reports whether st's execution was created completely: execution.accepted,
-// always its first event, is recorded (see create).
-func accepted(st eventstore.Status) bool { return st.LastSequence > 0 }
+// acceptedRecorded reports whether st's execution was created completely: its first
+// event, execution.accepted, is recorded (see create).
+func acceptedRecorded(st eventstore.Status) bool { return st.LastSequence > 0 }
 
 // reserve claims key for mine, or finds the request that claimed it before. It returns
 // replayed=false when mine is now stored (the caller creates the execution), and
@@ -176,7 +176,7 @@ func (e *Engine) reserve(ctx context.Context, key string, mine eventstore.Reserv
 		}
 		st, err := e.store.Get(ctx, cur.ExecutionID)
 		switch {
-		case err == nil && accepted(st):
+		case err == nil && acceptedRecorded(st):
 			return replayOf(cur, &st), true, nil
 		case err == nil:
 			// Created, execution.accepted not yet recorded: wait for it.
@@ -229,7 +229,7 @@ func (e *Engine) releaseUnlessCreated(ctx context.Context, key, id string) {
 	for try := 1; ; try++ {
 		st, err := e.store.Get(ctx, id)
 		switch {
-		case err == nil && accepted(st):
+		case err == nil && acceptedRecorded(st):
 			return
 		case err == nil, errors.Is(err, eventstore.ErrNotFound):
 			if err := e.keys.Release(ctx, key, id); err != nil {

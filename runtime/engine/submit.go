@@ -81,9 +81,9 @@ type Accepted struct {
 // *protocol.Error, and nothing was created. Otherwise the execution is stored with
 // execution.accepted, leased to this replica, and runs in the background.
 //
-// ctx only carries values. Its end does not cut Submit short, so that a key it reserved
-// always gets its outcome — its execution, or its release — and never ends the
-// execution (use Cancel).
+// ctx only carries values. Its end neither cuts Submit short, so that a key it reserved
+// always gets its outcome (its execution, or its release), nor ends the execution (use
+// Cancel).
 //
 // req must be decoded and validated (protocol.DecodeRequest) and not modified later.
 func (e *Engine) Submit(ctx context.Context, p Principal, req *protocol.Request, idem Idempotency) (Accepted, bool, error) {

@@ -282,11 +282,14 @@ func (s *server) mayAccess(ctx context.Context, st eventstore.Status, verb strin
 	return nil
 }
 
-// streamToken returns the signed read token for the links of a new execution, or "". It
-// fails only when the key of a new rotation period cannot be read from the store.
-func (s *server) streamToken(ctx context.Context, id string, p *auth.Principal, now time.Time) (string, error) {
+// streamToken returns the signed read token for the links of execution id, which p
+// created at createdAt, or "". The token depends only on them and on the key that signs
+// for createdAt, so a replay's is the original one as long as that is valid
+// (spec/http-api.md, "Idempotency"). It fails only when the key of a rotation period
+// cannot be read from the store.
+func (s *server) streamToken(ctx context.Context, id string, p *auth.Principal, createdAt time.Time) (string, error) {
 	if s.tokens == nil {
 		return "", nil
 	}
-	return s.tokens.Sign(ctx, id, p.Name, now)
+	return s.tokens.Sign(ctx, id, p.Name, createdAt)
 }

@@ -5,10 +5,11 @@
 //
 // The package holds no execution state of its own. It decodes and checks requests, hands
 // submissions to the engine (which names them, creates them and answers idempotent
-// replays) and renders its answers, and reads everything else from the EventStore, so any
-// replica sharing the store answers for any execution. Event streams are pull-based: a subscriber keeps only its
-// cursor and alternates Store.Read and Store.Wait, so a slow reader costs no memory
-// beyond one batch and never holds up the engine or other readers.
+// replays) and renders its answers, and reads everything else from the EventStore, so
+// any replica sharing the store answers for any execution. Event streams are
+// pull-based: a subscriber keeps only its cursor and alternates Store.Read and
+// Store.Wait, so a slow reader costs no memory beyond one batch and never holds up the
+// engine or other readers.
 package httpapi
 
 import (
