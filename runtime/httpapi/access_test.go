@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -510,4 +511,44 @@ func TestAuthenticationRefusedForNow(t *testing.T) {
 			t.Errorf("%v: %d %s, Retry-After %q; want %d %s, retryable, Retry-After 1", tt.err, r.status, r.body, r.header.Get("Retry-After"), tt.status, tt.code)
 		}
 	}
+}
+
+// failingSecrets is a key store that stops answering when fail is set.
+type failingSecrets struct {
+	auth.SecretStore
+	fail atomic.Bool
+}
+
+func (f *failingSecrets) Secret(ctx context.Context, name string, candidate []byte, ttl time.Duration) ([]byte, error) {
+	if f.fail.Load() {
+		return nil, errors.New("the event store does not answer")
+	}
+	return f.SecretStore.Secret(ctx, name, candidate, ttl)
+}
+
+// TestAcceptedWithoutStreamToken: when the key of the current period cannot be read
+// after the execution was created, the caller still gets its 202 — an error would make
+// a retry without a key create a second execution — with links that carry no token.
+func TestAcceptedWithoutStreamToken(t *testing.T) {
+	keys := &failingSecrets{SecretStore: memory.New()}
+	// The signer starts a day ago, so the key of today's period is not known yet.
+	dayAgo := func() time.Time { return time.Now().Add(-24 * time.Hour) }
+	tokens, err := auth.NewStreamTokens(t.Context(), auth.StreamTokenConfig{Store: keys, TTL: time.Minute, KeyRotation: time.Hour, Now: dayAgo})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newAuthEnv(t, withAPI(func(c *httpapi.Config) { c.StreamTokens = tokens }))
+	keys.fail.Store(true)
+	creates := e.store.creates.Load()
+	acc := e.submitAs(t, aliceToken, "chat")
+	if strings.Contains(acc.Links.Events, "token=") || strings.Contains(acc.Links.Result, "token=") {
+		t.Errorf("links %q and %q carry a token that could not be signed", acc.Links.Events, acc.Links.Result)
+	}
+	if n := e.store.creates.Load() - creates; n != 1 {
+		t.Errorf("%d executions created, want 1", n)
+	}
+	if a := e.call(t, http.MethodGet, acc.Links.Events, aliceToken, "", "Accept", "application/json"); a.status != http.StatusOK {
+		t.Errorf("GET %s with the caller's token: %d %s", acc.Links.Events, a.status, a.body)
+	}
+	e.waitDone(t, acc.ID, aliceToken)
 }
