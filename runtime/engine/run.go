@@ -9,6 +9,7 @@ import (
 	"github.com/go-logr/logr"
 
 	"github.com/switchboard-dev/switchboard/runtime/eventstore"
+	"github.com/switchboard-dev/switchboard/runtime/internal/stack"
 	"github.com/switchboard-dev/switchboard/runtime/protocol"
 	"github.com/switchboard-dev/switchboard/runtime/routing"
 )
@@ -244,7 +245,7 @@ func (e *Engine) runAttempt(ctx context.Context, x *execution, n int, d *routing
 	a := Attempt{ExecutionID: x.id, Number: n, Request: x.req, Deployment: d, CleanupGrace: e.grace}
 	done := make(chan result, 1) // buffered: an abandoned adapter's send must not block
 	go func() {
-		growStack()
+		stack.Grow() // the adapter's encoding and decoding run deeper than a new stack holds
 		done <- execute(actx, adapter, a, em, call)
 	}()
 
