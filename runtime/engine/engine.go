@@ -16,6 +16,7 @@ import (
 	"github.com/switchboard-dev/switchboard/runtime/eventstore"
 	"github.com/switchboard-dev/switchboard/runtime/protocol"
 	"github.com/switchboard-dev/switchboard/runtime/routing"
+	"github.com/switchboard-dev/switchboard/runtime/telemetry/lazylog"
 )
 
 // Defaults of Config.
@@ -344,7 +345,7 @@ func query(req *protocol.Request) routing.Query {
 // reservation under key when key is not empty.
 func (e *Engine) create(ctx context.Context, id string, createdAt time.Time, req *protocol.Request, route routing.Route, p Principal, key string) (Accepted, *execution, error) {
 	acc := Accepted{ID: id, CreatedAt: createdAt, DeadlineAt: createdAt.Add(route.Deadline)}
-	log := withLazyValues(e.log, "execution", id)
+	log := lazylog.WithValues(e.log, "execution", id)
 
 	info, err := json.Marshal(Info{
 		Ability:      req.Ability,

@@ -12,6 +12,7 @@ import (
 	"github.com/switchboard-dev/switchboard/runtime/eventstore"
 	"github.com/switchboard-dev/switchboard/runtime/protocol"
 	"github.com/switchboard-dev/switchboard/runtime/routing"
+	"github.com/switchboard-dev/switchboard/runtime/telemetry/lazylog"
 )
 
 // Ownership of executions across replicas (spec/events.md, "Ownership and orphans").
@@ -153,7 +154,7 @@ func (e *Engine) takeOver(ctx context.Context, id string) bool {
 		e.log.Error(err, "Cannot acquire an orphaned execution's lease", "execution", id)
 		return false
 	}
-	log := withLazyValues(e.log, "execution", id, "fence", lease.Fence)
+	log := lazylog.WithValues(e.log, "execution", id, "fence", lease.Fence)
 	// From here on the execution is this replica's: the previous owner's writes are
 	// refused. Whatever happens it must end, so the store calls do not end with ctx.
 	wctx := context.WithoutCancel(ctx)

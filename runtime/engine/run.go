@@ -12,6 +12,7 @@ import (
 	"github.com/switchboard-dev/switchboard/runtime/internal/stack"
 	"github.com/switchboard-dev/switchboard/runtime/protocol"
 	"github.com/switchboard-dev/switchboard/runtime/routing"
+	"github.com/switchboard-dev/switchboard/runtime/telemetry/lazylog"
 )
 
 // run drives x to its terminal event, then frees its slot. body runs its attempts (the
@@ -216,7 +217,7 @@ func (e *Engine) attempt(ctx context.Context, x *execution, n int, d *routing.De
 // runAttempt runs attempt n (see attempt), emitting through em.
 func (e *Engine) runAttempt(ctx context.Context, x *execution, n int, d *routing.Deployment, call adapterCall, em *emitter) (Outcome, *protocol.Error, bool, bool) {
 
-	log := withLazyValues(x.log, "attempt", n, "deployment", d.RefString(), "provider", d.Provider)
+	log := lazylog.WithValues(x.log, "attempt", n, "deployment", d.RefString(), "provider", d.Provider)
 	factory := e.providers[d.Provider].New
 	if factory == nil {
 		log.Error(nil, "No adapter factory for provider")

@@ -1,4 +1,4 @@
-package engine
+package lazylog_test
 
 import (
 	"errors"
@@ -7,6 +7,8 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/funcr"
+
+	"github.com/switchboard-dev/switchboard/runtime/telemetry/lazylog"
 )
 
 // logAll writes one line of each kind through l, from one place, so that two loggers
@@ -33,7 +35,7 @@ func TestLazyValues(t *testing.T) {
 
 	eager := written(parent.WithValues("execution", "exe_1").WithValues("attempt", 2))
 	counted := &countingSink{LogSink: parent.GetSink()}
-	lazy := withLazyValues(withLazyValues(parent.WithSink(counted), "execution", "exe_1"), "attempt", 2)
+	lazy := lazylog.WithValues(lazylog.WithValues(parent.WithSink(counted), "execution", "exe_1"), "attempt", 2)
 	if counted.withValues != 0 {
 		t.Fatalf("values added to the parent %d times before anything was logged", counted.withValues)
 	}
@@ -44,7 +46,7 @@ func TestLazyValues(t *testing.T) {
 		t.Errorf("the lines do not name the caller:\n%s", eager)
 	}
 
-	if got := withLazyValues(logr.Discard(), "k", "v"); got.GetSink() != nil {
+	if got := lazylog.WithValues(logr.Discard(), "k", "v"); got.GetSink() != nil {
 		t.Error("values added to a discarding logger")
 	}
 }

@@ -1,4 +1,12 @@
-package engine
+// Package lazylog adds values to a logr.Logger when it first writes a line rather than
+// when the values are given.
+//
+// The engine gives every execution and every attempt a logger of its own identity, and
+// most never log. zap's With, behind logr's zapr, clones its encoder and encodes the
+// values at once, about a dozen allocations each time. zap's Logger.WithLazy defers that
+// work in the same way, but zapr does not call it, so WithValues does it for any
+// logr.LogSink.
+package lazylog
 
 import (
 	"slices"
@@ -7,12 +15,11 @@ import (
 	"github.com/go-logr/logr"
 )
 
-// withLazyValues returns l with keysAndValues added when it first writes a line rather
-// than now. Every execution and every attempt gets a logger of its own identity, and
-// most never log: zap's With, behind logr's zapr, clones its encoder and encodes the
-// values at once, about a dozen allocations each time. zap's Logger.WithLazy defers
-// that work in the same way, but zapr does not call it, so the deferral is done here.
-func withLazyValues(l logr.Logger, keysAndValues ...any) logr.Logger {
+// WithValues returns l with keysAndValues added when it first writes a line. It writes
+// what l.WithValues(keysAndValues...) would, caller included. Values added to the result
+// later, by WithValues or by its own WithValues method, are deferred with these; WithName
+// adds them at once.
+func WithValues(l logr.Logger, keysAndValues ...any) logr.Logger {
 	parent := l.GetSink()
 	switch p := parent.(type) {
 	case nil:
