@@ -281,9 +281,9 @@ func (e *Engine) resume(ctx context.Context, x *execution, job remoteJob, d *rou
 		}
 		return r.Resume(ctx, a, job.Handle, em)
 	}
-	out, perr, _, _ := e.attempt(ctx, x, job.Attempt, d, call)
-	if perr == nil {
-		return protocol.EventCompleted, protocol.CompletedData{FinishReason: out.FinishReason}
+	r := e.attempt(ctx, x, job.Attempt, d, call)
+	if r.err != nil {
+		return e.failed(x, r.err)
 	}
-	return e.failed(x, perr)
+	return protocol.EventCompleted, protocol.CompletedData{FinishReason: r.out.FinishReason}
 }

@@ -139,13 +139,14 @@ func (e *Engine) attempts(ctx context.Context, x *execution) (protocol.EventType
 			return e.failed(x, lifecycleError(err, x.log, "Cannot record route.selected"))
 		}
 
-		out, perr, output, notSent := e.attempt(ctx, x, n, d, nil)
+		r := e.attempt(ctx, x, n, d, nil)
+		perr := r.err
 		if perr == nil {
-			return protocol.EventCompleted, protocol.CompletedData{FinishReason: out.FinishReason}
+			return protocol.EventCompleted, protocol.CompletedData{FinishReason: r.out.FinishReason}
 		}
 		// Fallback only for a retryable failure before any output, or a refusal before
 		// anything was sent, with a candidate left and time left (spec/events.md).
-		retry := (perr.Retryable || notSent) && !output && n < len(candidates)
+		retry := (perr.Retryable || r.notSent) && !r.outputRecorded && n < len(candidates)
 		if retry && ctx.Err() != nil {
 			// The execution ended after the attempt did: the retry the error asks for
 			// cannot happen, and the reason is the end (deadline, cancel, shutdown).
@@ -188,49 +189,60 @@ type result struct {
 	err error
 }
 
+// attemptResult is how an attempt ended.
+type attemptResult struct {
+	// out is the adapter's outcome, when err is nil.
+	out Outcome
+	// err is the attempt's portable error, nil when it succeeded.
+	err *protocol.Error
+	// outputRecorded is true when the attempt recorded output.
+	outputRecorded bool
+	// notSent is true when the attempt failed before anything was sent to the provider:
+	// the adapter could not be built, or refused the request.
+	notSent bool
+}
+
 // attempt runs attempt n on deployment d: call (nil: the adapter's Execute) on the
-// adapter built for d. It returns the outcome or the attempt's portable error, whether
-// the attempt recorded output, and whether it failed before anything was sent to the
-// provider (the adapter could not be built, or refused the request).
-func (e *Engine) attempt(ctx context.Context, x *execution, n int, d *routing.Deployment, call adapterCall) (Outcome, *protocol.Error, bool, bool) {
+// adapter built for d.
+func (e *Engine) attempt(ctx context.Context, x *execution, n int, d *routing.Deployment, call adapterCall) attemptResult {
 	ctx, span := e.startAttemptSpan(ctx, n, d)
 	em := &emitter{w: &x.w, log: x.log, attempt: n, deployment: d, obs: e.obs, start: time.Now()}
-	out, perr, output, notSent := e.runAttempt(ctx, x, n, d, call, em)
+	r := e.runAttempt(ctx, x, n, d, call, em)
 
-	if perr != nil && Detached(ctx) {
+	if r.err != nil && Detached(ctx) {
 		// Let go of, not ended: the replica that takes the execution over reports how
 		// the attempt ends.
 		endSpan(span, "")
-		return out, perr, output, notSent
+		return r
 	}
 	var code protocol.Code
-	if perr != nil {
-		code = perr.Code
+	if r.err != nil {
+		code = r.err.Code
 	}
 	e.obs.AttemptEnded(AttemptReport{Deployment: d, Code: code, Duration: time.Since(em.start)})
 	if span != nil {
-		endSpan(span, code, attemptSpanAttributes(out, em.tokenCount())...)
+		endSpan(span, code, attemptSpanAttributes(r.out, em.tokenCount())...)
 	}
-	return out, perr, output, notSent
+	return r
 }
 
 // runAttempt runs attempt n (see attempt), emitting through em.
-func (e *Engine) runAttempt(ctx context.Context, x *execution, n int, d *routing.Deployment, call adapterCall, em *emitter) (Outcome, *protocol.Error, bool, bool) {
+func (e *Engine) runAttempt(ctx context.Context, x *execution, n int, d *routing.Deployment, call adapterCall, em *emitter) attemptResult {
 
 	log := lazylog.WithValues(x.log, "attempt", n, "deployment", d.RefString(), "provider", d.Provider)
 	factory := e.providers[d.Provider].New
 	if factory == nil {
 		log.Error(nil, "No adapter factory for provider")
-		return Outcome{}, errNoAdapter(), false, true
+		return attemptResult{err: errNoAdapter(), notSent: true}
 	}
 	adapter, err := factory(d)
 	if err != nil {
 		log.Error(err, "Cannot build adapter")
 		var pe *protocol.Error
 		if errors.As(err, &pe) && pe.Code.Known() {
-			return Outcome{}, pe.Clone(), false, true
+			return attemptResult{err: pe.Clone(), notSent: true}
 		}
-		return Outcome{}, errAdapterUnusable(), false, true
+		return attemptResult{err: errAdapterUnusable(), notSent: true}
 	}
 
 	actx, cancel := ctx, context.CancelFunc(func() {})
@@ -275,20 +287,20 @@ func (e *Engine) runAttempt(ctx context.Context, x *execution, n int, d *routing
 	// returned.
 	if !ended && (r.err == nil || actx.Err() == nil) {
 		if r.err != nil {
-			return Outcome{}, adapterError(r.err, log), output, errors.Is(r.err, ErrNotSent) && !output
+			return attemptResult{err: adapterError(r.err, log), outputRecorded: output, notSent: errors.Is(r.err, ErrNotSent) && !output}
 		}
-		return r.out, nil, output, false
+		return attemptResult{out: r.out, outputRecorded: output}
 	}
 	switch {
 	case ctx.Err() != nil:
-		return Outcome{}, causeError(context.Cause(ctx)), output, false
+		return attemptResult{err: causeError(context.Cause(ctx)), outputRecorded: output}
 	case actx.Err() != nil:
 		log.Info("Attempt timed out", "timeout", d.AttemptTimeout)
-		return Outcome{}, errProviderTimeout(), output, false
+		return attemptResult{err: errProviderTimeout(), outputRecorded: output}
 	case r.err != nil:
-		return Outcome{}, adapterError(r.err, log), output, false
+		return attemptResult{err: adapterError(r.err, log), outputRecorded: output}
 	}
-	return r.out, nil, output, false
+	return attemptResult{out: r.out, outputRecorded: output}
 }
 
 // adapterCall is how an attempt calls its adapter: Adapter.Execute, or a Resumer's
