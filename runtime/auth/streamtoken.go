@@ -380,8 +380,6 @@ func (s *StreamTokens) key(ctx context.Context, source uint32, period int64, now
 // newKey is key for a key not in the ring yet: once per period and source. It is a
 // function of its own so that the frame of key, on the path of every request with a
 // stream token, stays small.
-//
-//go:noinline
 func (s *StreamTokens) newKey(ctx context.Context, source uint32, period int64, now time.Time) ([]byte, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

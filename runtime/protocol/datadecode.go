@@ -94,12 +94,11 @@ func decodePlain(data []byte, v any) bool {
 }
 
 // The decoders of decodePlain's payloads below each decode one payload at the cursor
-// into d and leave d as it was when the payload is not plain. They are never inlined,
-// so that only the frame of the one that runs is on the stack: the folds run on the
+// into d and leave d as it was when the payload is not plain. Each is a function of its
+// own, so that only the frame of the one that runs is on the stack: the folds run on the
 // engine's execution goroutine, whose stack starts small, and one frame with the
-// variables of all four made it grow (spec/performance.md, "Goroutine stacks").
+// variables of all four made it grow.
 
-//go:noinline
 func (c *jsonCursor) plainDeltaData(d *OutputDeltaData) bool {
 	v, ok := c.plainDelta()
 	if ok {
@@ -108,7 +107,6 @@ func (c *jsonCursor) plainDeltaData(d *OutputDeltaData) bool {
 	return ok
 }
 
-//go:noinline
 func (c *jsonCursor) plainRouteSelected(d *RouteSelectedData) bool {
 	var out RouteSelectedData
 	ok := c.plainObject([]string{"attempt", "deployment", "provider", "model"}, func(field int) bool {
@@ -128,7 +126,6 @@ func (c *jsonCursor) plainRouteSelected(d *RouteSelectedData) bool {
 	return ok
 }
 
-//go:noinline
 func (c *jsonCursor) plainCompleted(d *CompletedData) bool {
 	var out CompletedData
 	ok := c.plainObject([]string{"finish_reason"}, func(int) bool { return c.plainString(&out.FinishReason) })
@@ -138,7 +135,6 @@ func (c *jsonCursor) plainCompleted(d *CompletedData) bool {
 	return ok
 }
 
-//go:noinline
 func (c *jsonCursor) plainUsageReported(d *UsageReportedData) bool {
 	var out UsageReportedData
 	ok := c.plainObject([]string{"usage"}, func(int) bool {

@@ -299,17 +299,14 @@ func (s *Store) Append(_ context.Context, fence eventstore.Fence, ev protocol.Ev
 	return nil
 }
 
-// The helpers of Append below are never inlined, so that their frames are on the stack
-// only while they run. Append runs on the engine's execution goroutine, whose stack
-// starts small; with them inlined, Append's frame was 976 bytes and the goroutine's
-// stack was copied to twice its size at the first route.selected (spec/performance.md,
-// "Goroutine stacks").
+// The helpers of Append below keep its rarer branches out of its frame. Append runs on
+// the engine's execution goroutine, whose stack starts small; with their code in it,
+// Append's frame was 976 bytes and the goroutine's stack was copied to twice its size at
+// the first route.selected.
 
 // admit checks that ev, the next event Append is to store, may be stored: repeat is
 // true for a repeat of the Append that stored it, which stores nothing and succeeds.
 // The caller holds e.mu.
-//
-//go:noinline
 func (e *execution) admit(fence eventstore.Fence, ev *protocol.Event) (repeat bool, err error) {
 	switch next := uint64(len(e.events)) + 1; {
 	case e.removed:
@@ -328,8 +325,6 @@ func (e *execution) admit(fence eventstore.Fence, ev *protocol.Event) (repeat bo
 }
 
 // routeOf is the route a route.selected event records.
-//
-//go:noinline
 func routeOf(ev *protocol.Event) (*protocol.RouteStatus, error) {
 	var d protocol.RouteSelectedData
 	if err := protocol.UnmarshalData(ev.Data, &d); err != nil {
@@ -342,8 +337,6 @@ func routeOf(ev *protocol.Event) (*protocol.RouteStatus, error) {
 // folded, adds (Status.OutputBytes). Its data decodes, as Apply has just found; Apply
 // keeps what it decoded to itself, so this decodes it a second time (a delta in its
 // usual form: one scan, no allocation).
-//
-//go:noinline
 func outputBytes(ev *protocol.Event) int64 {
 	switch ev.Type {
 	case protocol.EventOutputDelta:
@@ -364,8 +357,6 @@ func outputBytes(ev *protocol.Event) int64 {
 // terminate ends e after its terminal event was stored: it keeps e for the retention,
 // compacted, wakes its cancel watchers and takes it out of the orphan index. The caller
 // holds e.mu.
-//
-//go:noinline
 func (s *Store) terminate(e *execution) {
 	e.terminal = true
 	e.expiresAt = s.now().Add(s.retention)
