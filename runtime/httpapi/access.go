@@ -108,7 +108,7 @@ func (s *server) authenticated(h handlerFunc, streamToken bool) handlerFunc {
 // The token is checked here, near the top of the stack, rather than where the endpoint
 // checks access: HMAC-SHA256 takes stack, and an idle event stream keeps the stack it
 // grew (see openStream). It is a function of its own, never inlined, so that none of it
-// stays in the frame of authenticated while a stream runs.
+// stays in the frame of authenticated while a stream runs (TestIdleStreamStack).
 //
 //go:noinline
 func (s *server) verifyStreamToken(r *http.Request, token string) (*streamGrant, error) {

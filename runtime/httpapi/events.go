@@ -70,7 +70,7 @@ func (s *server) streamEvents(w http.ResponseWriter, r *http.Request) error {
 // among it) is gone from the stack while the stream runs: net/http writes the response
 // head, deep in its own frames, at the stream's first flush, and the goroutine's stack,
 // which an idle subscriber keeps, then stays within 8 KiB instead of doubling to 16 KiB
-// (the fan-out benchmark's idle memory per subscriber).
+// (TestIdleStreamStack; the fan-out benchmark's idle memory per subscriber).
 //
 //go:noinline
 func (s *server) openStream(w http.ResponseWriter, r *http.Request, id string) (after uint64, stream bool, err error) {
