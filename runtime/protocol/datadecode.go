@@ -73,7 +73,8 @@ func DecodeDelta(data []byte) (DeltaView, error) {
 //
 // It is written by hand, on the request decoder's cursor, because reflection-based
 // decoding of these few small payloads was a tenth of the runtime's CPU time per
-// streamed execution and most of its goroutines' stack growth (spec/performance.md).
+// streamed execution and most of its goroutines' stack growth (spec/performance.md,
+// "The hot path").
 func decodePlain(data []byte, v any) bool {
 	if !json.Valid(data) {
 		return false
