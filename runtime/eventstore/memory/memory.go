@@ -24,8 +24,6 @@ const (
 	maxSweepInterval = time.Minute
 	// minSweepInterval keeps a tiny retention from turning the sweeper into a busy loop.
 	minSweepInterval = time.Second
-	// defaultOrphans is how many ids Orphans returns when given no limit.
-	defaultOrphans = 100
 )
 
 // Option configures a Store.
@@ -214,11 +212,8 @@ type reservation struct {
 // and its reservation marked Created, all under the map's lock: no reader sees one
 // without the others.
 func (s *Store) Create(_ context.Context, rec eventstore.Record, owner string, ttl time.Duration) (eventstore.Lease, error) {
-	if rec.ID == "" {
-		return eventstore.Lease{}, fmt.Errorf("create execution: empty id: %w", eventstore.ErrInvalid)
-	}
-	if owner != "" && ttl <= 0 {
-		return eventstore.Lease{}, fmt.Errorf("create execution %s: lease ttl %v: %w", rec.ID, ttl, eventstore.ErrInvalid)
+	if err := eventstore.CheckCreate(rec, owner, ttl); err != nil {
+		return eventstore.Lease{}, err
 	}
 	if s.isClosed.Load() {
 		return eventstore.Lease{}, eventstore.ErrClosed
@@ -260,8 +255,8 @@ func (s *Store) markCreated(key, id string, now time.Time) {
 
 // Append implements eventstore.Store.
 func (s *Store) Append(_ context.Context, fence eventstore.Fence, ev protocol.Event) error {
-	if ev.ExecutionID == "" || ev.Type == "" {
-		return fmt.Errorf("append event: empty execution id or type: %w", eventstore.ErrInvalid)
+	if err := eventstore.CheckAppend(&ev); err != nil {
+		return err
 	}
 	e, err := s.lookup(ev.ExecutionID)
 	if err != nil {
@@ -568,8 +563,8 @@ func (s *Store) block(ctx context.Context, e *execution, ready func() (bool, err
 // first, so that its count, the length of its queue, is exact whatever the sweep
 // interval.
 func (s *Store) Reserve(_ context.Context, key string, r eventstore.Reservation, ttl time.Duration, limit int) (eventstore.Reservation, bool, error) {
-	if key == "" || ttl <= 0 {
-		return eventstore.Reservation{}, false, fmt.Errorf("reserve: empty key or ttl %v: %w", ttl, eventstore.ErrInvalid)
+	if err := eventstore.CheckReserve(key, ttl); err != nil {
+		return eventstore.Reservation{}, false, err
 	}
 	if s.isClosed.Load() {
 		return eventstore.Reservation{}, false, eventstore.ErrClosed
@@ -639,8 +634,8 @@ func (s *Store) expire(scope string, q *resQueue, now time.Time) {
 // Secret implements eventstore.Store. Expired secrets are dropped here, on every call:
 // there are a few of them (one per rotation period of the stream-link key).
 func (s *Store) Secret(_ context.Context, name string, candidate []byte, ttl time.Duration) ([]byte, error) {
-	if name == "" || len(candidate) == 0 || ttl <= 0 {
-		return nil, fmt.Errorf("secret %q: empty name or candidate, or ttl %v: %w", name, ttl, eventstore.ErrInvalid)
+	if err := eventstore.CheckSecret(name, candidate, ttl); err != nil {
+		return nil, err
 	}
 	if s.isClosed.Load() {
 		return nil, eventstore.ErrClosed
@@ -665,8 +660,8 @@ type secret struct {
 
 // Acquire implements eventstore.Store.
 func (s *Store) Acquire(_ context.Context, id, owner string, ttl time.Duration) (eventstore.Lease, error) {
-	if owner == "" || ttl <= 0 {
-		return eventstore.Lease{}, fmt.Errorf("acquire lease of %s: owner %q, ttl %v: %w", id, owner, ttl, eventstore.ErrInvalid)
+	if err := eventstore.CheckAcquire(id, owner, ttl); err != nil {
+		return eventstore.Lease{}, err
 	}
 	e, err := s.lookup(id)
 	if err != nil {
@@ -691,8 +686,8 @@ func (s *Store) Acquire(_ context.Context, id, owner string, ttl time.Duration) 
 
 // Renew implements eventstore.Store. NoFence names no lease: ErrInvalid.
 func (s *Store) Renew(_ context.Context, id string, fence eventstore.Fence, ttl time.Duration) (eventstore.Lease, error) {
-	if fence == eventstore.NoFence || ttl <= 0 {
-		return eventstore.Lease{}, fmt.Errorf("renew lease of %s: fence %d, ttl %v: %w", id, fence, ttl, eventstore.ErrInvalid)
+	if err := eventstore.CheckRenew(id, fence, ttl); err != nil {
+		return eventstore.Lease{}, err
 	}
 	var lease eventstore.Lease
 	err := s.fenced(id, fence, "renew lease of", func(e *execution) error {
@@ -709,8 +704,8 @@ func (s *Store) Renew(_ context.Context, id string, fence eventstore.Fence, ttl 
 
 // ReleaseLease implements eventstore.Store. NoFence names no lease: ErrInvalid.
 func (s *Store) ReleaseLease(_ context.Context, id string, fence eventstore.Fence) error {
-	if fence == eventstore.NoFence {
-		return fmt.Errorf("release lease of %s: no fence: %w", id, eventstore.ErrInvalid)
+	if err := eventstore.CheckReleaseLease(id, fence); err != nil {
+		return err
 	}
 	return s.fenced(id, fence, "release lease of", func(e *execution) error {
 		if now := s.now(); !e.terminal && e.lease.Expires.After(now) {
@@ -726,9 +721,7 @@ func (s *Store) Orphans(_ context.Context, limit int) ([]string, error) {
 	if s.isClosed.Load() {
 		return nil, eventstore.ErrClosed
 	}
-	if limit <= 0 {
-		limit = defaultOrphans
-	}
+	limit = eventstore.OrphanLimit(limit)
 	now := s.now()
 	s.leaseMu.Lock()
 	defer s.leaseMu.Unlock()

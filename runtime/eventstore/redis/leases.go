@@ -52,8 +52,8 @@ const indexTolerance = time.Second
 
 // Acquire implements eventstore.Store.
 func (s *Store) Acquire(ctx context.Context, id, owner string, ttl time.Duration) (eventstore.Lease, error) {
-	if owner == "" || ttl <= 0 {
-		return eventstore.Lease{}, fmt.Errorf("acquire lease of %s: owner %q, ttl %v: %w", id, owner, ttl, eventstore.ErrInvalid)
+	if err := eventstore.CheckAcquire(id, owner, ttl); err != nil {
+		return eventstore.Lease{}, err
 	}
 	if s.isClosed.Load() {
 		return eventstore.Lease{}, eventstore.ErrClosed
@@ -89,8 +89,8 @@ func (s *Store) Acquire(ctx context.Context, id, owner string, ttl time.Duration
 
 // Renew implements eventstore.Store. NoFence names no lease: ErrInvalid.
 func (s *Store) Renew(ctx context.Context, id string, fence eventstore.Fence, ttl time.Duration) (eventstore.Lease, error) {
-	if fence == eventstore.NoFence || ttl <= 0 {
-		return eventstore.Lease{}, fmt.Errorf("renew lease of %s: fence %d, ttl %v: %w", id, fence, ttl, eventstore.ErrInvalid)
+	if err := eventstore.CheckRenew(id, fence, ttl); err != nil {
+		return eventstore.Lease{}, err
 	}
 	if s.isClosed.Load() {
 		return eventstore.Lease{}, eventstore.ErrClosed
@@ -112,8 +112,8 @@ func (s *Store) Renew(ctx context.Context, id string, fence eventstore.Fence, tt
 
 // ReleaseLease implements eventstore.Store. NoFence names no lease: ErrInvalid.
 func (s *Store) ReleaseLease(ctx context.Context, id string, fence eventstore.Fence) error {
-	if fence == eventstore.NoFence {
-		return fmt.Errorf("release lease of %s: no fence: %w", id, eventstore.ErrInvalid)
+	if err := eventstore.CheckReleaseLease(id, fence); err != nil {
+		return err
 	}
 	if s.isClosed.Load() {
 		return eventstore.ErrClosed
@@ -163,9 +163,7 @@ func (s *Store) Orphans(ctx context.Context, limit int) ([]string, error) {
 	if s.isClosed.Load() {
 		return nil, eventstore.ErrClosed
 	}
-	if limit <= 0 {
-		limit = defaultOrphans
-	}
+	limit = eventstore.OrphanLimit(limit)
 	reply, err := orphansScript.Run(ctx, s.client, []string{s.leasesKey()}, limit).Slice()
 	if err != nil {
 		return nil, s.fail(err, "list orphans")

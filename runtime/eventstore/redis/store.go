@@ -130,8 +130,6 @@ const (
 	// retryBackoff is the pause of a blocked Wait or WaitCancel after a failed read;
 	// it doubles with each consecutive failure, up to maxBackoff.
 	retryBackoff = 50 * time.Millisecond
-	// defaultOrphans is how many ids Orphans returns when given no limit.
-	defaultOrphans = 100
 	// defaultWaitTimeout replaces a WithWaitReplicas timeout <= 0, which WAIT would
 	// take as "forever".
 	defaultWaitTimeout = time.Second
@@ -315,11 +313,8 @@ func (s *Store) secretKey(name string) string   { return s.prefix + "secret:" + 
 // reads that ttl and, for a leased execution, files it in the orphan index (see
 // leases.go). Without an idempotency key, both go in one round trip.
 func (s *Store) Create(ctx context.Context, rec eventstore.Record, owner string, ttl time.Duration) (eventstore.Lease, error) {
-	if rec.ID == "" {
-		return eventstore.Lease{}, fmt.Errorf("create execution: empty id: %w", eventstore.ErrInvalid)
-	}
-	if owner != "" && ttl <= 0 {
-		return eventstore.Lease{}, fmt.Errorf("create execution %s: lease ttl %v: %w", rec.ID, ttl, eventstore.ErrInvalid)
+	if err := eventstore.CheckCreate(rec, owner, ttl); err != nil {
+		return eventstore.Lease{}, err
 	}
 	if s.isClosed.Load() {
 		return eventstore.Lease{}, eventstore.ErrClosed
@@ -389,8 +384,8 @@ func (s *Store) reservationTTL(ctx context.Context, pipe goredis.Pipeliner, rec 
 // Append implements eventstore.Store. After a terminal event it takes the execution out
 // of the orphan index and, with WithWaitReplicas, waits for replicas.
 func (s *Store) Append(ctx context.Context, fence eventstore.Fence, ev protocol.Event) error {
-	if ev.ExecutionID == "" || ev.Type == "" {
-		return fmt.Errorf("append event: empty execution id or type: %w", eventstore.ErrInvalid)
+	if err := eventstore.CheckAppend(&ev); err != nil {
+		return err
 	}
 	if s.isClosed.Load() {
 		return eventstore.ErrClosed
@@ -987,8 +982,8 @@ func (s *Store) backoff(ctx context.Context, failures int) error {
 
 // Reserve implements eventstore.Store.
 func (s *Store) Reserve(ctx context.Context, key string, r eventstore.Reservation, ttl time.Duration, limit int) (eventstore.Reservation, bool, error) {
-	if key == "" || ttl <= 0 {
-		return eventstore.Reservation{}, false, fmt.Errorf("reserve: empty key or ttl %v: %w", ttl, eventstore.ErrInvalid)
+	if err := eventstore.CheckReserve(key, ttl); err != nil {
+		return eventstore.Reservation{}, false, err
 	}
 	if s.isClosed.Load() {
 		return eventstore.Reservation{}, false, eventstore.ErrClosed
@@ -1061,8 +1056,8 @@ func (s *Store) Release(ctx context.Context, key, executionID string) error {
 // Secret implements eventstore.Store: SET NX GET PX stores the candidate with its expiry
 // unless a secret exists, and answers the existing one, in one atomic command.
 func (s *Store) Secret(ctx context.Context, name string, candidate []byte, ttl time.Duration) ([]byte, error) {
-	if name == "" || len(candidate) == 0 || ttl <= 0 {
-		return nil, fmt.Errorf("secret %q: empty name or candidate, or ttl %v: %w", name, ttl, eventstore.ErrInvalid)
+	if err := eventstore.CheckSecret(name, candidate, ttl); err != nil {
+		return nil, err
 	}
 	if s.isClosed.Load() {
 		return nil, eventstore.ErrClosed

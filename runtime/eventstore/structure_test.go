@@ -1,0 +1,109 @@
+package eventstore_test
+
+import (
+	"go/ast"
+	"go/build"
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"maps"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// subpackages returns the directories of the packages under runtime/eventstore (this
+// package's directory, the working directory of its tests), relative to it.
+func subpackages(t *testing.T) []string {
+	t.Helper()
+	var dirs []string
+	err := filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
+		if err != nil || !d.IsDir() || path == "." {
+			return err
+		}
+		if _, err := build.ImportDir(path, 0); err == nil {
+			dirs = append(dirs, path)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dirs
+}
+
+// invalidAllowed counts the references to eventstore.ErrInvalid that the functions of
+// the implementations may make, by package.function: what they refuse is the data of an
+// event, which only the store's fold decodes, or the store's configuration. Every other
+// ErrInvalid comes from the argument checks of package eventstore (args.go).
+var invalidAllowed = map[string]int{
+	"memory.invalidData":    1, // an event's data that does not decode
+	"redis.(*Store).Append": 1, // the same, as the append script answers it
+	"redis.newStore":        1, // a key prefix with braces
+}
+
+// TestArgumentChecksLiveOnce: no implementation checks the arguments of a call itself;
+// each calls the check of package eventstore, so that all refuse alike.
+func TestArgumentChecksLiveOnce(t *testing.T) {
+	found := map[string]int{}
+	for _, dir := range subpackages(t) {
+		if dir == "storetest" {
+			continue // the suite, which expects ErrInvalid
+		}
+		pkg, err := build.ImportDir(dir, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fset := token.NewFileSet()
+		for _, name := range pkg.GoFiles {
+			f, err := parser.ParseFile(fset, filepath.Join(dir, name), nil, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, decl := range f.Decls {
+				fn, ok := decl.(*ast.FuncDecl)
+				if !ok {
+					continue
+				}
+				ast.Inspect(fn, func(n ast.Node) bool {
+					sel, ok := n.(*ast.SelectorExpr)
+					if ok && sel.Sel.Name == "ErrInvalid" && isIdent(sel.X, "eventstore") {
+						found[pkg.Name+"."+funcName(fn)]++
+					}
+					return true
+				})
+			}
+		}
+	}
+	for _, f := range slices.Sorted(maps.Keys(found)) {
+		if found[f] > invalidAllowed[f] {
+			t.Errorf("%s refers to eventstore.ErrInvalid %d times, want at most %d: check arguments with the checks of package eventstore",
+				f, found[f], invalidAllowed[f])
+		}
+	}
+}
+
+func isIdent(e ast.Expr, name string) bool {
+	id, ok := e.(*ast.Ident)
+	return ok && id.Name == name
+}
+
+// funcName names fn as function, (*Type).method or Type.method.
+func funcName(fn *ast.FuncDecl) string {
+	if fn.Recv == nil || len(fn.Recv.List) == 0 {
+		return fn.Name.Name
+	}
+	var recv strings.Builder
+	switch t := fn.Recv.List[0].Type.(type) {
+	case *ast.StarExpr:
+		recv.WriteString("(*")
+		if id, ok := t.X.(*ast.Ident); ok {
+			recv.WriteString(id.Name)
+		}
+		recv.WriteString(")")
+	case *ast.Ident:
+		recv.WriteString(t.Name)
+	}
+	return recv.String() + "." + fn.Name.Name
+}
