@@ -1,13 +1,25 @@
-// Package eventstore defines the Store: the record of every execution's events, its
-// idempotency reservations and its cancel requests (spec/events.md, "EventStore"). It is
-// the only state runtime replicas share, so any replica can serve an execution's events,
-// its status, its result and its cancellation while another replica runs it.
+// Package eventstore defines the EventStore: the record of every execution's events,
+// its idempotency reservations, its cancel requests and its lease, and the secrets the
+// runtime's replicas share (spec/events.md, "EventStore"). It is the only state runtime
+// replicas share, so any replica can serve an execution's events, its status, its
+// result and its cancellation while another replica runs it.
 //
-// Implementations live in subpackages (memory, redis) and must pass the shared
-// conformance suite in package storetest. The interface is deliberately small and maps
-// onto Redis Streams: an explicit stream id per sequence (XADD), range reads (XRANGE),
-// blocking reads (XREAD BLOCK), SET NX PX for reservations, key expiry for retention and
-// pub/sub for cancel signals.
+// A store is a set of small roles, one interface each: Log records executions and
+// their events and, as a Reader, reads them back; Reservations holds the idempotency
+// reservations of submissions, Cancels the cancel requests, Leases the ownership of
+// running executions, and Secrets values every replica shares; Announcer, which only
+// some stores implement, hands readers the events their wake-ups carried. A consumer
+// depends on the roles it uses and declares the composition of those it needs
+// together, as users of package io compose io.Reader and io.Writer.
+//
+// Implementations live in subpackages (memory, redis). Each implements every role,
+// makes its argument checks with this package's (CheckCreate, …), so that all refuse
+// the same calls alike, and passes the conformance suite of each role in package
+// storetest: a new store can be written and tested role by role. Every method of every
+// role is safe for concurrent use, also across processes sharing one backend. Values
+// passed in are copied and values returned are the caller's own: mutating either never
+// changes what is stored. A store's Close wakes blocked callers, which return
+// ErrClosed, as do all later calls.
 //
 // A store also folds every event into the execution's status and result snapshot as it
 // records it, so that Get and Snapshot cost the same whatever the number of events
@@ -23,19 +35,20 @@ import (
 	"github.com/switchboard-dev/switchboard/runtime/protocol"
 )
 
-// Store records executions and their events. All methods are safe for concurrent use,
-// also across processes sharing one backend. Values passed in are copied and values
-// returned are the caller's own: mutating either never changes what is stored.
-type Store interface {
+// Log records executions and their events, and reads them back (Reader): the role
+// every store has, and the one the others build on.
+type Log interface {
+	Reader
+
 	// Create registers a new execution with no events. It returns ErrExists if another
 	// execution with rec.ID is already stored and ErrInvalid if rec.ID is empty. A
 	// record with the same ID, CreatedAt and Info (nil or not, and the same bytes) is
 	// the caller's own Create again, as when a call whose answer was lost is retried: it
 	// succeeds, changes nothing and returns the execution's current lease.
 	//
-	// With an owner, the execution is created leased to it for ttl (see Acquire) with
+	// With an owner, the execution is created leased to it for ttl (see Leases.Acquire) with
 	// fence FirstFence, in the same atomic step; ttl <= 0 then gives ErrInvalid. Without
-	// one (owner ""), it is created unleased: its fence is NoFence until an Acquire.
+	// one (owner ""), it is created unleased: its fence is NoFence until an Acquire (Leases).
 	//
 	// When rec.IdempotencyKey is set and the reservation stored under it names rec.ID,
 	// Create marks that reservation Created in the same atomic step, so that a
@@ -72,7 +85,11 @@ type Store interface {
 	// writing, so two replicas never both write one execution. A terminal event ends
 	// the lease: the execution leaves the orphan index.
 	Append(ctx context.Context, fence Fence, ev protocol.Event) error
+}
 
+// Reader reads what a Log recorded: an execution's status, its result snapshot and its
+// events, and waits for new ones. It is what serving an execution to its clients needs.
+type Reader interface {
 	// Get returns the execution's record and progress, or ErrNotFound. Its cost does not
 	// depend on the number of recorded events.
 	Get(ctx context.Context, id string) (Status, error)
@@ -105,7 +122,12 @@ type Store interface {
 	// costs no memory and never holds up the writer. It returns no other error than
 	// these and ErrClosed: a failure to reach the backend is retried until ctx ends.
 	Wait(ctx context.Context, id string, after uint64) error
+}
 
+// Reservations holds the idempotency reservations of submissions (spec/http-api.md,
+// "Idempotency"): which execution an idempotency key was used for, and the answer to
+// replay.
+type Reservations interface {
 	// Reserve stores r under the idempotency key unless an unexpired reservation is
 	// already stored there, atomically. It returns the reservation now stored and
 	// reserved=true if it was r, or the existing one and reserved=false. An existing
@@ -130,7 +152,11 @@ type Store interface {
 	// count at once and costs the store nothing from then on: a submission refused
 	// after reserving its key releases it (spec/http-api.md, "Idempotency").
 	Release(ctx context.Context, key, executionID string) error
+}
 
+// Cancels records cancel requests and wakes the replica running the execution, wherever
+// it was requested.
+type Cancels interface {
 	// RequestCancel records that the execution should be cancelled and wakes its
 	// WaitCancel callers on every replica. It is idempotent. It returns ErrNotFound for
 	// an unknown execution and ErrTerminated for a terminal one, where cancelling has no
@@ -145,7 +171,13 @@ type Store interface {
 	// replica running an execution calls it in a goroutine to learn of cancels made on
 	// any replica.
 	WaitCancel(ctx context.Context, id string) error
+}
 
+// Leases is the ownership of running executions (spec/events.md, "Ownership and
+// orphans"): the lease of the replica that runs one, the fence its writes carry (see
+// Log.Append), the orphans whose replica stopped, and the remote job an execution left
+// running.
+type Leases interface {
 	// Acquire takes the lease on execution id for owner, for ttl on the store's clock,
 	// if no unexpired lease is held on it: it was never leased, its lease expired or was
 	// let go (ReleaseLease). The new lease's fence is one more than the execution's
@@ -183,7 +215,11 @@ type Store interface {
 	// fenced like Append (ErrLeaseLost) and returns ErrTerminated for a terminal
 	// execution and ErrNotFound for an unknown one.
 	SetRemote(ctx context.Context, id string, fence Fence, handle json.RawMessage) error
+}
 
+// Secrets keeps values every replica of the runtime shares, such as the keys of its
+// signed stream links (spec/authentication.md).
+type Secrets interface {
 	// Secret returns the secret stored under name, storing candidate there first, to
 	// expire ttl later, when there is none, atomically: every replica that asks gets the
 	// same bytes, whatever candidate each offered, until the secret expires; asking does
@@ -191,19 +227,28 @@ type Store interface {
 	// runtime keeps the keys of its signed stream links here, one per rotation period
 	// (spec/authentication.md).
 	Secret(ctx context.Context, name string, candidate []byte, ttl time.Duration) ([]byte, error)
+}
+
+// Store is every role of a store.
+type Store interface {
+	Log
+	Reservations
+	Cancels
+	Leases
+	Secrets
 
 	// Close releases the store's resources and wakes blocked callers, which return
 	// ErrClosed, as do later calls. Close is idempotent.
 	Close() error
 }
 
-// Announcer is implemented by a Store whose wake-ups carry the events they announce
+// Announcer is implemented by a store whose wake-ups carry the events they announce
 // (the Redis store, whose readers would otherwise make a round trip to Redis after each
 // one). A reader tailing an execution takes the events from Announced after Wait has
 // returned, and Reads only when it returns nil.
 type Announcer interface {
 	// Announced returns, in sequence order, the events of execution id after `after`
-	// that this Store's wake-ups have carried, at most limit of them (limit <= 0: no
+	// that this store's wake-ups have carried, at most limit of them (limit <= 0: no
 	// limit), or nil when it does not hold the event after `after`. It never blocks nor
 	// calls the backend. The events are what Read would have returned when the last of
 	// them was announced; an event announced since comes with a later call, so unlike
@@ -271,7 +316,7 @@ type Status struct {
 	// tool.call.arguments.delta and of the result of every output.result, as their
 	// data decodes.
 	OutputBytes int64
-	// CancelRequested reports whether RequestCancel succeeded for the execution.
+	// CancelRequested reports whether a cancel was requested (Cancels.RequestCancel).
 	CancelRequested bool
 	// State is the execution's status as protocol.Snapshot.Apply assigns it: accepted
 	// before any event and after execution.accepted, completed or failed after the
@@ -286,7 +331,7 @@ type Status struct {
 	// Lease is the execution's current (or last) lease; zero if it was never leased.
 	// A terminal execution keeps the lease it ended under, which no longer matters.
 	Lease Lease
-	// Remote is the handle last recorded with SetRemote; nil if none.
+	// Remote is the handle last recorded with Leases.SetRemote; nil if none.
 	Remote json.RawMessage
 }
 
@@ -308,6 +353,6 @@ type Reservation struct {
 	// CreatedAt is when the reservation was made.
 	CreatedAt time.Time
 	// Created is set by the store when the execution was created for the reservation
-	// (see Create); Reserve ignores the caller's value.
+	// (see Log.Create); Reserve ignores the caller's value.
 	Created bool
 }
