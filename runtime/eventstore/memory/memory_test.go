@@ -16,14 +16,47 @@ import (
 	"github.com/switchboard-dev/switchboard/runtime/protocol"
 )
 
+// TestConformance runs the suite of every role, on a fresh store for each test.
 func TestConformance(t *testing.T) {
-	storetest.Run(t, func(t *testing.T) storetest.Harness {
+	t.Run("Log", func(t *testing.T) {
+		t.Parallel()
+		storetest.Log(t, harness(func(s *memory.Store) eventstore.Log { return s }))
+	})
+	t.Run("Reservations", func(t *testing.T) {
+		t.Parallel()
+		storetest.Reservations(t, harness(func(s *memory.Store) storetest.ReservationStore {
+			return storetest.ReservationStore{Log: s, Reservations: s}
+		}))
+	})
+	t.Run("Cancels", func(t *testing.T) {
+		t.Parallel()
+		storetest.Cancels(t, harness(func(s *memory.Store) storetest.CancelStore {
+			return storetest.CancelStore{Log: s, Cancels: s}
+		}))
+	})
+	t.Run("Leases", func(t *testing.T) {
+		t.Parallel()
+		storetest.Leases(t, harness(func(s *memory.Store) storetest.LeaseStore {
+			return storetest.LeaseStore{Log: s, Leases: s}
+		}))
+	})
+	t.Run("Secrets", func(t *testing.T) {
+		t.Parallel()
+		storetest.Secrets(t, harness(func(s *memory.Store) eventstore.Secrets { return s }))
+	})
+}
+
+// harness returns the factory of a suite's harnesses: a fresh store on a clock of its
+// own, seen as the roles the suite tests (as).
+func harness[S any](as func(*memory.Store) S) func(t *testing.T) storetest.Harness[S] {
+	return func(t *testing.T) storetest.Harness[S] {
 		clk := storetest.NewClock(time.Date(2026, 12, 2, 13, 0, 0, 0, time.UTC))
 		// No background sweep: the suite's Advance decides when expiry happens.
 		s := memory.New(memory.WithClock(clk.Now), memory.WithSweepInterval(0))
 		t.Cleanup(func() { s.Close() })
-		return storetest.Harness{
-			Store:     s,
+		return storetest.Harness[S]{
+			Store:     as(s),
+			Close:     s.Close,
 			Retention: memory.DefaultRetention,
 			Advance: func(d time.Duration) {
 				clk.Advance(d)
@@ -31,7 +64,7 @@ func TestConformance(t *testing.T) {
 			},
 			Now: clk.Now,
 		}
-	})
+	}
 }
 
 // TestRefusalsRetainNothing checks that reservations released at once, as refused
@@ -216,13 +249,13 @@ func BenchmarkStatusAndResult(b *testing.B) {
 func BenchmarkRenew(b *testing.B) {
 	s := memory.New(memory.WithSweepInterval(0))
 	defer s.Close()
-	storetest.BenchmarkRenew(b, s)
+	storetest.BenchmarkRenew(b, storetest.LeaseStore{Log: s, Leases: s})
 }
 
 func BenchmarkOrphans(b *testing.B) {
 	s := memory.New(memory.WithSweepInterval(0))
 	defer s.Close()
-	storetest.BenchmarkOrphans(b, s)
+	storetest.BenchmarkOrphans(b, storetest.LeaseStore{Log: s, Leases: s})
 }
 
 // TestHistories runs the history check on one store shared by every replica, with
@@ -236,7 +269,7 @@ func TestHistories(t *testing.T) {
 	}
 	storetest.CheckHistories(t, storetest.HistoryConfig{
 		Histories: histories,
-		Replicas:  []eventstore.Store{s},
+		Replicas:  []storetest.LeaseStore{{Log: s, Leases: s}},
 		Check:     s,
 		FaultRate: 0.05,
 	})

@@ -10,7 +10,6 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
-	"github.com/switchboard-dev/switchboard/runtime/eventstore"
 	redisstore "github.com/switchboard-dev/switchboard/runtime/eventstore/redis"
 	"github.com/switchboard-dev/switchboard/runtime/eventstore/storetest"
 )
@@ -26,7 +25,7 @@ func TestHistories(t *testing.T) {
 	}
 	proxy := startChaosProxy(t, o.Addr, 0.01)
 	prefix := newPrefix(t)
-	var replicas []eventstore.Store
+	var replicas []storetest.LeaseStore
 	for _, retries := range []int{-1, 1, 3} {
 		ro := *o
 		ro.Addr = proxy.addr()
@@ -39,7 +38,7 @@ func TestHistories(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { s.Close() })
-		replicas = append(replicas, s)
+		replicas = append(replicas, storetest.LeaseStore{Log: s, Leases: s})
 	}
 	histories := 300
 	if testing.Short() {

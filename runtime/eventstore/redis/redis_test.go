@@ -107,16 +107,51 @@ func openPeer(tb testing.TB, prefix string) *redisstore.Store {
 	return s
 }
 
+// TestConformance runs the suite of every role, each test on a key prefix of its own
+// with a second replica's store as the peer.
 func TestConformance(t *testing.T) {
-	storetest.Run(t, func(t *testing.T) storetest.Harness {
+	t.Run("Log", func(t *testing.T) {
+		t.Parallel()
+		storetest.Log(t, harness(func(s *redisstore.Store) eventstore.Log { return s }))
+	})
+	t.Run("Reservations", func(t *testing.T) {
+		t.Parallel()
+		storetest.Reservations(t, harness(func(s *redisstore.Store) storetest.ReservationStore {
+			return storetest.ReservationStore{Log: s, Reservations: s}
+		}))
+	})
+	t.Run("Cancels", func(t *testing.T) {
+		t.Parallel()
+		storetest.Cancels(t, harness(func(s *redisstore.Store) storetest.CancelStore {
+			return storetest.CancelStore{Log: s, Cancels: s}
+		}))
+	})
+	t.Run("Leases", func(t *testing.T) {
+		t.Parallel()
+		storetest.Leases(t, harness(func(s *redisstore.Store) storetest.LeaseStore {
+			return storetest.LeaseStore{Log: s, Leases: s}
+		}))
+	})
+	t.Run("Secrets", func(t *testing.T) {
+		t.Parallel()
+		storetest.Secrets(t, harness(func(s *redisstore.Store) eventstore.Secrets { return s }))
+	})
+}
+
+// harness returns the factory of a suite's harnesses: a store on a fresh key prefix and
+// a peer on the same prefix, seen as the roles the suite tests (as).
+func harness[S any](as func(*redisstore.Store) S) func(t *testing.T) storetest.Harness[S] {
+	return func(t *testing.T) storetest.Harness[S] {
 		prefix := newPrefix(t)
-		return storetest.Harness{
-			Store:     open(t, prefix),
-			Peer:      openPeer(t, prefix),
+		s := open(t, prefix)
+		return storetest.Harness[S]{
+			Store:     as(s),
+			Peer:      as(openPeer(t, prefix)),
+			Close:     s.Close,
 			Retention: retention,
 			Advance:   time.Sleep,
 		}
-	})
+	}
 }
 
 // TestRefusalsRetainNothing checks that reservations released at once, as refused
@@ -991,11 +1026,13 @@ func BenchmarkStatusAndResult(b *testing.B) {
 }
 
 func BenchmarkRenew(b *testing.B) {
-	storetest.BenchmarkRenew(b, open(b, newPrefix(b), redisstore.WithRetention(time.Hour)))
+	s := open(b, newPrefix(b), redisstore.WithRetention(time.Hour))
+	storetest.BenchmarkRenew(b, storetest.LeaseStore{Log: s, Leases: s})
 }
 
 func BenchmarkOrphans(b *testing.B) {
-	storetest.BenchmarkOrphans(b, open(b, newPrefix(b), redisstore.WithRetention(time.Hour)))
+	s := open(b, newPrefix(b), redisstore.WithRetention(time.Hour))
+	storetest.BenchmarkOrphans(b, storetest.LeaseStore{Log: s, Leases: s})
 }
 
 // BenchmarkConcurrentAppend compares, in one run, appends sent each on its own round

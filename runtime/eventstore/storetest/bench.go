@@ -66,7 +66,7 @@ func textExecution(id string, deltas []protocol.OutputDeltaData, usage []protoco
 // BenchmarkAppend measures one Append of an output.delta. Every 1,000 events the
 // execution ends (untimed) and expire is called, so the store does not grow with b.N;
 // expire may be nil when the store expires terminal executions by itself.
-func BenchmarkAppend(b *testing.B, s eventstore.Store, expire func()) {
+func BenchmarkAppend(b *testing.B, s eventstore.Log, expire func()) {
 	ctx := context.Background()
 	const perExecution = 1000
 	ev := CompletedExecution("")[2] // an output.delta
@@ -99,7 +99,7 @@ func BenchmarkAppend(b *testing.B, s eventstore.Store, expire func()) {
 }
 
 // BenchmarkRead20 measures reading a whole completed execution (20 events).
-func BenchmarkRead20(b *testing.B, s eventstore.Store) {
+func BenchmarkRead20(b *testing.B, s eventstore.Log) {
 	ctx := context.Background()
 	const id = "exe_bench_read"
 	if _, err := s.Create(ctx, eventstore.Record{ID: id}, "", 0); err != nil {
@@ -130,7 +130,7 @@ func BenchmarkRead20(b *testing.B, s eventstore.Store) {
 // takes at 100,000 events than at 100 (get-x-100k/100, result-x-100k/100 and, for the
 // baseline, fold-x-100k/100), which is about 1 for reads that cost O(1) in the number
 // of events.
-func BenchmarkStatusAndResult(b *testing.B, s eventstore.Store) {
+func BenchmarkStatusAndResult(b *testing.B, s eventstore.Log) {
 	ctx := context.Background()
 	const small, large = 100, 100_000
 	ids := map[int]string{}
@@ -194,7 +194,7 @@ const (
 // reports ns/execution/s: the time spent renewing per running execution and second at
 // the default lease (15s, renewed every 5s), so that, say, 10,000 running executions
 // cost 10,000 times that every second.
-func BenchmarkRenew(b *testing.B, s eventstore.Store) {
+func BenchmarkRenew(b *testing.B, s LeaseStore) {
 	ctx := context.Background()
 	const id = "exe_bench_renew"
 	lease, err := s.Create(ctx, eventstore.Record{ID: id}, "replica-bench", benchLease)
@@ -219,7 +219,7 @@ func BenchmarkRenew(b *testing.B, s eventstore.Store) {
 // 100 running executions; the last sub-benchmark, ratio, reports how much longer each
 // takes among 10,000 (none-expired-x-10000/100, 100-expired-x-10000/100): about 1 for
 // an index that costs O(log n + limit).
-func BenchmarkOrphans(b *testing.B, s eventstore.Store) {
+func BenchmarkOrphans(b *testing.B, s LeaseStore) {
 	ctx := context.Background()
 	const small, large, expired = 100, 10_000, 100
 	nsPerList := map[string]float64{}
@@ -270,7 +270,7 @@ func BenchmarkOrphans(b *testing.B, s eventstore.Store) {
 
 // createLeasedRange creates the executions exe_bench_<batch>_<from> up to (not
 // including) <to>, leased for ttl, a few at a time, and returns their ids.
-func createLeasedRange(b *testing.B, s eventstore.Store, batch string, from, to int, ttl time.Duration) []string {
+func createLeasedRange(b *testing.B, s eventstore.Log, batch string, from, to int, ttl time.Duration) []string {
 	b.Helper()
 	ids := make([]string, 0, to-from)
 	for i := from; i < to; i++ {
@@ -319,7 +319,7 @@ func deltaExecution(id string, n, textBytes int) []protocol.Event {
 // across all goroutines, so its inverse is the store's append throughput. Every 200
 // events a goroutine ends its execution (timed: a terminal append is part of the load)
 // and starts another.
-func BenchmarkConcurrentAppend(b *testing.B, s eventstore.Store, parallelism int) {
+func BenchmarkConcurrentAppend(b *testing.B, s eventstore.Log, parallelism int) {
 	ctx := context.Background()
 	const perExecution = 200
 	var next atomic.Int64

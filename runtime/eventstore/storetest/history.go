@@ -72,9 +72,9 @@ type HistoryConfig struct {
 	// Replicas are the handles writers and readers use, each one picked at random, as
 	// replicas of the runtime would. Their calls may fail (a proxy that drops
 	// connections, say): writers and readers retry.
-	Replicas []eventstore.Store
+	Replicas []LeaseStore
 	// Check is a handle whose calls do not fail, for the final reads.
-	Check eventstore.Store
+	Check eventstore.Log
 	// FaultRate is the probability that a call through Replicas fails with an injected
 	// error: half of them before the store acted, half after it acted, as when a reply
 	// is lost.
@@ -188,11 +188,12 @@ type payload struct {
 func runHistory(t *testing.T, cfg HistoryConfig, rng *rand.Rand) HistoryCounts {
 	ctx, cancel := context.WithTimeout(t.Context(), historyDeadline)
 	defer cancel()
-	var faults atomic.Int64
-	replica := func() eventstore.Store {
+	var injected atomic.Int64
+	replica := func() LeaseStore {
 		s := cfg.Replicas[rng.IntN(len(cfg.Replicas))]
 		if cfg.FaultRate > 0 {
-			return faultyStore{Store: s, rate: cfg.FaultRate, faults: &faults}
+			f := faults{rate: cfg.FaultRate, injected: &injected}
+			return LeaseStore{Log: faultyLog{s.Log, f}, Leases: faultyLeases{s.Leases, f}}
 		}
 		return s
 	}
@@ -223,7 +224,7 @@ func runHistory(t *testing.T, cfg HistoryConfig, rng *rand.Rand) HistoryCounts {
 	wg.Wait()
 
 	c := h.check(t, cfg.Check, views)
-	c.Faults = int(faults.Load())
+	c.Faults = int(injected.Load())
 	return c
 }
 
@@ -231,7 +232,7 @@ func runHistory(t *testing.T, cfg HistoryConfig, rng *rand.Rand) HistoryCounts {
 type writer struct {
 	h     *history
 	name  string
-	store eventstore.Store
+	store LeaseStore
 	rng   *rand.Rand
 	fence eventstore.Fence // the lease it holds; NoFence when none
 	last  uint64           // the last sequence it knows stored
@@ -405,7 +406,7 @@ type view struct {
 
 // tail reads execution id from a random cursor to its terminal event, alternating Read
 // (in random batch sizes) and Wait, and retrying failed calls.
-func tail(ctx context.Context, s eventstore.Store, id string, rng *rand.Rand) view {
+func tail(ctx context.Context, s eventstore.Log, id string, rng *rand.Rand) view {
 	v := view{from: uint64(rng.IntN(4))}
 	after := v.from
 	for ctx.Err() == nil {
@@ -467,7 +468,7 @@ func (h *history) isEnded() bool {
 
 // check compares the final log, read through s, with the acknowledgements and the
 // readers' views.
-func (h *history) check(t *testing.T, s eventstore.Store, views []view) HistoryCounts {
+func (h *history) check(t *testing.T, s eventstore.Log, views []view) HistoryCounts {
 	c := h.counts
 	c.Histories = 1
 	// t.Context may have ended, and the check must still read.
@@ -558,24 +559,24 @@ func (h *history) supersededBefore(f eventstore.Fence, start time.Time) bool {
 	return false
 }
 
-// faultyStore injects failures into the calls writers and readers make.
-type faultyStore struct {
-	eventstore.Store
-	rate   float64
-	faults *atomic.Int64
+// faults injects failures into the calls writers and readers make, at rate, counting
+// them in injected.
+type faults struct {
+	rate     float64
+	injected *atomic.Int64
 }
 
-// errInjected is the failure faultyStore injects.
+// errInjected is the failure faults injects.
 var errInjected = errors.New("storetest: injected fault")
 
 // call runs f unless a fault is injected before it, and fails it after it ran if one
 // is injected after: the store acted, but its answer is lost.
-func call[T any](s faultyStore, f func() (T, error)) (T, error) {
+func call[T any](fs faults, f func() (T, error)) (T, error) {
 	var zero T
-	if rand.Float64() >= s.rate {
+	if rand.Float64() >= fs.rate {
 		return f()
 	}
-	s.faults.Add(1)
+	fs.injected.Add(1)
 	if rand.IntN(2) == 0 {
 		return zero, errInjected
 	}
@@ -583,32 +584,44 @@ func call[T any](s faultyStore, f func() (T, error)) (T, error) {
 	return zero, errInjected
 }
 
-func (s faultyStore) Create(ctx context.Context, rec eventstore.Record, owner string, ttl time.Duration) (eventstore.Lease, error) {
-	return call(s, func() (eventstore.Lease, error) { return s.Store.Create(ctx, rec, owner, ttl) })
+// faultyLog is a Log whose calls that histories make fail at times.
+type faultyLog struct {
+	eventstore.Log
+	faults faults
 }
 
-func (s faultyStore) Append(ctx context.Context, fence eventstore.Fence, ev protocol.Event) error {
-	_, err := call(s, func() (struct{}, error) { return struct{}{}, s.Store.Append(ctx, fence, ev) })
+func (s faultyLog) Create(ctx context.Context, rec eventstore.Record, owner string, ttl time.Duration) (eventstore.Lease, error) {
+	return call(s.faults, func() (eventstore.Lease, error) { return s.Log.Create(ctx, rec, owner, ttl) })
+}
+
+func (s faultyLog) Append(ctx context.Context, fence eventstore.Fence, ev protocol.Event) error {
+	_, err := call(s.faults, func() (struct{}, error) { return struct{}{}, s.Log.Append(ctx, fence, ev) })
 	return err
 }
 
-func (s faultyStore) Get(ctx context.Context, id string) (eventstore.Status, error) {
-	return call(s, func() (eventstore.Status, error) { return s.Store.Get(ctx, id) })
+func (s faultyLog) Get(ctx context.Context, id string) (eventstore.Status, error) {
+	return call(s.faults, func() (eventstore.Status, error) { return s.Log.Get(ctx, id) })
 }
 
-func (s faultyStore) Read(ctx context.Context, id string, after uint64, limit int) ([]protocol.Event, error) {
-	return call(s, func() ([]protocol.Event, error) { return s.Store.Read(ctx, id, after, limit) })
+func (s faultyLog) Read(ctx context.Context, id string, after uint64, limit int) ([]protocol.Event, error) {
+	return call(s.faults, func() ([]protocol.Event, error) { return s.Log.Read(ctx, id, after, limit) })
 }
 
-func (s faultyStore) Acquire(ctx context.Context, id, owner string, ttl time.Duration) (eventstore.Lease, error) {
-	return call(s, func() (eventstore.Lease, error) { return s.Store.Acquire(ctx, id, owner, ttl) })
+// faultyLeases is Leases whose calls that histories make fail at times.
+type faultyLeases struct {
+	eventstore.Leases
+	faults faults
 }
 
-func (s faultyStore) Renew(ctx context.Context, id string, fence eventstore.Fence, ttl time.Duration) (eventstore.Lease, error) {
-	return call(s, func() (eventstore.Lease, error) { return s.Store.Renew(ctx, id, fence, ttl) })
+func (s faultyLeases) Acquire(ctx context.Context, id, owner string, ttl time.Duration) (eventstore.Lease, error) {
+	return call(s.faults, func() (eventstore.Lease, error) { return s.Leases.Acquire(ctx, id, owner, ttl) })
 }
 
-func (s faultyStore) ReleaseLease(ctx context.Context, id string, fence eventstore.Fence) error {
-	_, err := call(s, func() (struct{}, error) { return struct{}{}, s.Store.ReleaseLease(ctx, id, fence) })
+func (s faultyLeases) Renew(ctx context.Context, id string, fence eventstore.Fence, ttl time.Duration) (eventstore.Lease, error) {
+	return call(s.faults, func() (eventstore.Lease, error) { return s.Leases.Renew(ctx, id, fence, ttl) })
+}
+
+func (s faultyLeases) ReleaseLease(ctx context.Context, id string, fence eventstore.Fence) error {
+	_, err := call(s.faults, func() (struct{}, error) { return struct{}{}, s.Leases.ReleaseLease(ctx, id, fence) })
 	return err
 }

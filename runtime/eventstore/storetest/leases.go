@@ -32,9 +32,80 @@ const (
 	racers = 16
 )
 
+// Leases runs the conformance suite of eventstore.Leases against the stores newHarness
+// returns (see Log): leases created, renewed, expired, released and taken over, with
+// fences that refuse a stale holder's writes, the orphan index, and remote job handles,
+// on both handles.
+func Leases(t *testing.T, newHarness func(t *testing.T) Harness[LeaseStore]) {
+	run(t, leaseTests, newHarness)
+}
+
+var leaseTests = []test[LeaseStore]{
+	{"InvalidArguments", testLeaseInvalidArguments},
+	{"UnknownExecution", testLeaseUnknownExecution},
+	{"RetentionRemovesLeases", testLeaseRetention},
+	{"LeaseAcquisition", testLeaseAcquisition},
+	{"LeaseRenewal", testLeaseRenewal},
+	{"LeaseExpiry", testLeaseExpiry},
+	{"LeaseFencesStaleOwner", testLeaseFencing},
+	{"LeaseTakeover", testLeaseTakeover},
+	{"LeaseRelease", testLeaseRelease},
+	{"TerminalEndsLease", testTerminalEndsLease},
+	{"RacingAcquire", testRacingAcquire},
+	{"SetRemote", testSetRemote},
+	{"Close", testLeasesClose},
+}
+
+func testLeaseInvalidArguments(t *testing.T, h Harness[LeaseStore]) {
+	ctx := t.Context()
+	s := h.Store
+	id := create(t, s)
+	leases := map[string]error{}
+	_, leases["Acquire without owner"] = s.Acquire(ctx, id, "", longLease)
+	_, leases["Acquire for 0"] = s.Acquire(ctx, id, "replica-a", 0)
+	_, leases["Acquire for -1s"] = s.Acquire(ctx, id, "replica-a", -time.Second)
+	_, leases["Renew for 0"] = s.Renew(ctx, id, eventstore.FirstFence, 0)
+	// NoFence names no lease.
+	_, leases["Renew of NoFence"] = s.Renew(ctx, id, eventstore.NoFence, longLease)
+	leases["ReleaseLease of NoFence"] = s.ReleaseLease(ctx, id, eventstore.NoFence)
+	for name, err := range leases {
+		if !errors.Is(err, eventstore.ErrInvalid) {
+			t.Errorf("%s: got %v, want ErrInvalid", name, err)
+		}
+	}
+	if st := status(t, s, id); st.Lease != (eventstore.Lease{}) {
+		t.Errorf("invalid lease calls leased the execution: %+v", st.Lease)
+	}
+}
+
+func testLeaseUnknownExecution(t *testing.T, h Harness[LeaseStore]) {
+	checkLeaseGone(t, h.Store, newID(t))
+}
+
+// testLeaseRetention: a terminal execution removed after its retention is unknown to
+// leases too.
+func testLeaseRetention(t *testing.T, h Harness[LeaseStore]) {
+	id := removedExecution(t, h)
+	checkLeaseGone(t, h.Store, id)
+	checkLeaseGone(t, h.Peer, id)
+}
+
+// checkLeaseGone asserts that every method of Leases taking an execution id reports
+// ErrNotFound.
+func checkLeaseGone(t *testing.T, s eventstore.Leases, id string) {
+	t.Helper()
+	ctx := t.Context()
+	checks := map[string]error{}
+	_, checks["Acquire"] = s.Acquire(ctx, id, "replica-a", longLease)
+	_, checks["Renew"] = s.Renew(ctx, id, eventstore.FirstFence, longLease)
+	checks["ReleaseLease"] = s.ReleaseLease(ctx, id, eventstore.FirstFence)
+	checks["SetRemote"] = s.SetRemote(ctx, id, eventstore.NoFence, json.RawMessage(`{}`))
+	checkNotFound(t, id, checks)
+}
+
 // testLeaseAcquisition creates executions leased and unleased: the lease is returned
 // and reported by Get on every replica, and writes must carry its fence.
-func testLeaseAcquisition(t *testing.T, h Harness) {
+func testLeaseAcquisition(t *testing.T, h Harness[LeaseStore]) {
 	ctx := t.Context()
 	rec := record(t)
 	before := h.Now()
@@ -85,7 +156,7 @@ func testLeaseAcquisition(t *testing.T, h Harness) {
 
 // testLeaseRenewal renews a lease before it expires and one after it expired: both are
 // held again, on the same fence.
-func testLeaseRenewal(t *testing.T, h Harness) {
+func testLeaseRenewal(t *testing.T, h Harness[LeaseStore]) {
 	ctx := t.Context()
 	early, earlyLease := createLeased(t, h.Store, shortLease)
 	late, lateLease := createLeased(t, h.Store, shortLease)
@@ -131,7 +202,7 @@ func testLeaseRenewal(t *testing.T, h Harness) {
 
 // testLeaseExpiry checks that Orphans lists an execution only once its lease expired,
 // earliest expiry first, and respects its limit.
-func testLeaseExpiry(t *testing.T, h Harness) {
+func testLeaseExpiry(t *testing.T, h Harness[LeaseStore]) {
 	const stagger = 50 * time.Millisecond
 	var want []string
 	for i := range 3 {
@@ -163,7 +234,7 @@ func testLeaseExpiry(t *testing.T, h Harness) {
 
 // testLeaseFencing takes a lease over from a holder that stopped renewing: every write
 // and lease change of the old holder is refused from then on and changes nothing.
-func testLeaseFencing(t *testing.T, h Harness) {
+func testLeaseFencing(t *testing.T, h Harness[LeaseStore]) {
 	ctx := t.Context()
 	id, old := createLeased(t, h.Store, shortLease)
 	evs := events(id, 2, false)
@@ -211,7 +282,7 @@ func testLeaseFencing(t *testing.T, h Harness) {
 
 // testLeaseTakeover acquires leases: an expired or released one goes to the first
 // caller with the next fence; an unexpired one to nobody, its holder included.
-func testLeaseTakeover(t *testing.T, h Harness) {
+func testLeaseTakeover(t *testing.T, h Harness[LeaseStore]) {
 	ctx := t.Context()
 	rec := record(t)
 	first, err := h.Store.Create(ctx, rec, "replica-a", shortLease)
@@ -263,7 +334,7 @@ func testLeaseTakeover(t *testing.T, h Harness) {
 
 // testLeaseRelease lets go of a lease: the execution is an orphan at once, and the
 // releaser's fence stays current until another replica acquires the lease.
-func testLeaseRelease(t *testing.T, h Harness) {
+func testLeaseRelease(t *testing.T, h Harness[LeaseStore]) {
 	ctx := t.Context()
 	id, lease := createLeased(t, h.Store, longLease)
 	if err := h.Store.ReleaseLease(ctx, id, lease.Fence); err != nil {
@@ -305,7 +376,7 @@ func testLeaseRelease(t *testing.T, h Harness) {
 
 // testTerminalEndsLease ends an execution whose lease expired: it is no orphan any
 // more, and its lease can be neither acquired nor renewed.
-func testTerminalEndsLease(t *testing.T, h Harness) {
+func testTerminalEndsLease(t *testing.T, h Harness[LeaseStore]) {
 	ctx := t.Context()
 	id, lease := createLeased(t, h.Store, shortLease)
 	appendWith(t, h.Store, lease.Fence, events(id, 2, false))
@@ -332,7 +403,7 @@ func testTerminalEndsLease(t *testing.T, h Harness) {
 
 // testRacingAcquire makes many callers on both handles acquire one expired lease at
 // once: exactly one gets it.
-func testRacingAcquire(t *testing.T, h Harness) {
+func testRacingAcquire(t *testing.T, h Harness[LeaseStore]) {
 	ctx := t.Context()
 	id, lease := createLeased(t, h.Store, shortLease)
 	h.Advance(shortLease + leaseSlack)
@@ -375,12 +446,12 @@ func testRacingAcquire(t *testing.T, h Harness) {
 
 // testSetRemote records, replaces and clears a remote job handle, reads it back on
 // every replica and checks that values are copied in and out.
-func testSetRemote(t *testing.T, h Harness) {
+func testSetRemote(t *testing.T, h Harness[LeaseStore]) {
 	ctx := t.Context()
 	id, lease := createLeased(t, h.Store, longLease)
 	checkRemote := func(want string) {
 		t.Helper()
-		for name, s := range map[string]eventstore.Store{"store": h.Store, "peer": h.Peer} {
+		for name, s := range map[string]LeaseStore{"store": h.Store, "peer": h.Peer} {
 			got := status(t, s, id).Remote
 			if (got == nil) != (want == "") || string(got) != want {
 				t.Errorf("%s: Get: Remote %q, want %q", name, got, want)
@@ -420,62 +491,9 @@ func testSetRemote(t *testing.T, h Harness) {
 	}
 }
 
-// testReservationCreated checks that Create marks the reservation it was created for,
-// and only one that names the execution, for as long as the reservation lasts.
-func testReservationCreated(t *testing.T, h Harness) {
-	ctx := t.Context()
-	k := key(t)
-	rec := record(t)
-	rec.IdempotencyKey = k
-	claimed := reservation(rec.ID)
-	claimed.Created = true // Reserve ignores it
-	reserve(t, h.Store, k, claimed, h.Retention, true, reservation(rec.ID))
-	if _, err := h.Store.Create(ctx, rec, "replica-a", longLease); err != nil {
-		t.Fatalf("Create: %v", err)
-	}
-	if got := status(t, h.Peer, rec.ID).IdempotencyKey; got != k {
-		t.Errorf("Get: IdempotencyKey %q, want %q", got, k)
-	}
-	want := reservation(rec.ID)
-	want.Created = true
-	reserve(t, h.Peer, k, reservation(rec.ID), h.Retention, true, want)
-	reserve(t, h.Store, k, reservation("exe_other"), h.Retention, false, want)
-
-	// A reservation that names another execution stays unmarked.
-	k2 := key(t)
-	other := reservation("exe_other")
-	reserve(t, h.Store, k2, other, h.Retention, true, other)
-	rec2 := record(t)
-	rec2.IdempotencyKey = k2
-	if _, err := h.Store.Create(ctx, rec2, "", 0); err != nil {
-		t.Fatalf("Create for another execution's reservation: %v", err)
-	}
-	reserve(t, h.Peer, k2, other, h.Retention, true, other)
-
-	// The mark lasts as long as the reservation, after the execution's retention too:
-	// a replay must still tell an execution that ended from one never created.
-	k3 := key(t)
-	rec3 := record(t)
-	rec3.IdempotencyKey = k3
-	reserve(t, h.Store, k3, reservation(rec3.ID), 3*h.Retention, true, reservation(rec3.ID))
-	if _, err := h.Store.Create(ctx, rec3, "", 0); err != nil {
-		t.Fatalf("Create: %v", err)
-	}
-	appendAll(t, h.Store, events(rec3.ID, 2, true))
-	h.Advance(h.Retention + h.Retention/2)
-	if _, err := h.Peer.Get(ctx, rec3.ID); !errors.Is(err, eventstore.ErrNotFound) {
-		t.Fatalf("Get after retention: got %v, want ErrNotFound", err)
-	}
-	want3 := reservation(rec3.ID)
-	want3.Created = true
-	reserve(t, h.Peer, k3, reservation(rec3.ID), 3*h.Retention, true, want3)
-}
-
-// Helpers.
-
 // createLeased creates an execution leased to "replica-a" for ttl and returns its id and
 // lease.
-func createLeased(t *testing.T, s eventstore.Store, ttl time.Duration) (string, eventstore.Lease) {
+func createLeased(t *testing.T, s eventstore.Log, ttl time.Duration) (string, eventstore.Lease) {
 	t.Helper()
 	rec := record(t)
 	lease, err := s.Create(t.Context(), rec, "replica-a", ttl)
@@ -497,20 +515,35 @@ func checkLease(t *testing.T, got eventstore.Lease, owner string, fence eventsto
 }
 
 // checkStatusLease asserts that both handles' Get report lease.
-func checkStatusLease(t *testing.T, h Harness, id string, lease eventstore.Lease) {
+func checkStatusLease(t *testing.T, h Harness[LeaseStore], id string, lease eventstore.Lease) {
 	t.Helper()
-	for name, s := range map[string]eventstore.Store{"store": h.Store, "peer": h.Peer} {
+	for name, s := range map[string]LeaseStore{"store": h.Store, "peer": h.Peer} {
 		if diff := cmp.Diff(lease, status(t, s, id).Lease); diff != "" {
 			t.Errorf("%s: Get: lease (-want +got):\n%s", name, diff)
 		}
 	}
 }
 
-func orphans(t *testing.T, s eventstore.Store, limit int) []string {
+func orphans(t *testing.T, s eventstore.Leases, limit int) []string {
 	t.Helper()
 	ids, err := s.Orphans(t.Context(), limit)
 	if err != nil {
 		t.Fatalf("Orphans: %v", err)
 	}
 	return ids
+}
+
+func testLeasesClose(t *testing.T, h Harness[LeaseStore]) {
+	ctx := t.Context()
+	id, lease := createLeased(t, h.Store, longLease)
+	if err := h.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	calls := map[string]error{}
+	_, calls["Acquire"] = h.Store.Acquire(ctx, id, "replica-a", longLease)
+	_, calls["Renew"] = h.Store.Renew(ctx, id, lease.Fence, longLease)
+	calls["ReleaseLease"] = h.Store.ReleaseLease(ctx, id, lease.Fence)
+	calls["SetRemote"] = h.Store.SetRemote(ctx, id, lease.Fence, nil)
+	_, calls["Orphans"] = h.Store.Orphans(ctx, 0)
+	checkClosed(t, calls)
 }

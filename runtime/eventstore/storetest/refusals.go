@@ -13,7 +13,7 @@ import (
 // RefusalConfig configures CheckRefusals.
 type RefusalConfig struct {
 	// Store is the store under test.
-	Store eventstore.Store
+	Store eventstore.Reservations
 	// Cycles is how many keys are reserved and released; default 100,000.
 	Cycles int
 	// Retained measures what Store holds, in bytes, the way the implementation's test
@@ -71,7 +71,7 @@ func CheckRefusals(t *testing.T, cfg RefusalConfig) {
 
 // refuse reserves key in scope for a new execution and releases it, as a refused
 // submission does.
-func refuse(t *testing.T, s eventstore.Store, scope, key string, i int) {
+func refuse(t *testing.T, s eventstore.Reservations, scope, key string, i int) {
 	ctx := t.Context()
 	r := scoped(scope, fmt.Sprintf("exe_refused_%d", i))
 	if _, reserved, err := s.Reserve(ctx, key, r, 24*time.Hour, refusalWorkers); err != nil || !reserved {

@@ -30,7 +30,7 @@ var ignoreFold = cmpopts.IgnoreUnexported(protocol.Snapshot{})
 // none) and checks after every append that Snapshot is what protocol.Materialize makes
 // of the stored events and that Get's fold agrees with them. Every fourth append is
 // repeated, as a retry after a lost answer: it must change nothing.
-func testSnapshotFollowsEvents(t *testing.T, h Harness) {
+func testSnapshotFollowsEvents(t *testing.T, h Harness[eventstore.Log]) {
 	for seed := range uint64(snapshotSeeds) {
 		t.Run(fmt.Sprintf("seed%d", seed), func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(seed, 0x5eed))
@@ -60,7 +60,7 @@ func testSnapshotFollowsEvents(t *testing.T, h Harness) {
 
 // checkFold asserts that both handles' Snapshot and Get agree with a fold of the stored
 // events, which number last.
-func checkFold(t *testing.T, h Harness, id string, last uint64) {
+func checkFold(t *testing.T, h Harness[eventstore.Log], id string, last uint64) {
 	t.Helper()
 	evs, err := h.Peer.Read(t.Context(), id, 0, 0)
 	if err != nil {
@@ -74,7 +74,7 @@ func checkFold(t *testing.T, h Harness, id string, last uint64) {
 		t.Fatalf("protocol.Materialize stopped at %d of %d events: the store kept an event Apply rejects", want.Sequence, last)
 	}
 	wantStatus := foldStatus(evs)
-	for name, s := range map[string]eventstore.Store{"store": h.Store, "peer": h.Peer} {
+	for name, s := range map[string]eventstore.Log{"store": h.Store, "peer": h.Peer} {
 		got, err := s.Snapshot(t.Context(), id)
 		if err != nil {
 			t.Fatalf("%s: Snapshot: %v", name, err)
@@ -252,7 +252,7 @@ func randomResult(rng *rand.Rand) json.RawMessage {
 // type's data. Apply would reject them and Materialize would stop at them, so the store
 // refuses them with ErrInvalid and stores and folds nothing; the checks on sequence and
 // terminal state still come first. Types that are not folded keep any data.
-func testSnapshotRejectsUndecodableData(t *testing.T, h Harness) {
+func testSnapshotRejectsUndecodableData(t *testing.T, h Harness[eventstore.Log]) {
 	ctx := t.Context()
 	id := create(t, h.Store)
 	stored := []protocol.Event{
@@ -284,7 +284,7 @@ func testSnapshotRejectsUndecodableData(t *testing.T, h Harness) {
 	}
 	for _, tc := range bad {
 		ev := withData(event(id, 3, tc.typ), tc.data)
-		for i, s := range []eventstore.Store{h.Store, h.Peer} {
+		for i, s := range []eventstore.Log{h.Store, h.Peer} {
 			if err := s.Append(ctx, eventstore.NoFence, ev); !errors.Is(err, eventstore.ErrInvalid) {
 				t.Errorf("Append #%d of %s with data %q: got %v, want ErrInvalid", i+1, tc.typ, tc.data, err)
 			}
@@ -321,7 +321,7 @@ func testSnapshotRejectsUndecodableData(t *testing.T, h Harness) {
 
 // testSnapshotCopies checks that a returned Snapshot and Status are the caller's own:
 // mutating them, pointers included, changes nothing stored.
-func testSnapshotCopies(t *testing.T, h Harness) {
+func testSnapshotCopies(t *testing.T, h Harness[eventstore.Log]) {
 	ctx := t.Context()
 	id := create(t, h.Store)
 	failure := protocol.NewError(protocol.CodeProviderRejected, "rejected")
