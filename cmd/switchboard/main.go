@@ -280,12 +280,12 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	accessLog := telemetry.NewAccessLog(o.zap)
 	defer accessLog.Close()
 
-	store, closeStore, err := openStore(ctx, o, log)
+	opened, closeStore, err := openStore(ctx, o, log)
 	if err != nil {
 		return err
 	}
 	defer closeStore()
-	store = eventstore.Instrument(store, metrics.Store(o.eventStore))
+	store := opened.timed(metrics.Store(o.eventStore))
 	callers, tokens, err := openAuth(logr.NewContext(ctx, log.WithName("auth")), o, kubeConfig, store)
 	if err != nil {
 		return err
@@ -349,6 +349,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	api := newHTTPServer(o, o.runtimeAddr, httpapi.NewServer(httpapi.Config{
 		Engine:          eng,
 		Store:           store,
+		Announcer:       store.announcer,
 		MaxRequestBytes: o.maxRequestBytes,
 		SSEKeepAlive:    o.sseKeepAlive,
 		SSEWriteTimeout: o.sseWriteTimeout,
@@ -395,7 +396,7 @@ func servingTLS(srv *http.Server, certFile, keyFile string) (*certwatcher.CertWa
 // signer of stream links, whose keys derive from --stream-token-key-file or are generated
 // per rotation period and shared by every replica through the store.
 // It logs through the logger of ctx.
-func openAuth(ctx context.Context, o *options, kubeConfig *rest.Config, store eventstore.Store) (*auth.Auth, *auth.StreamTokens, error) {
+func openAuth(ctx context.Context, o *options, kubeConfig *rest.Config, store auth.SecretStore) (*auth.Auth, *auth.StreamTokens, error) {
 	var a auth.Auth
 	switch o.authMode {
 	case "none":
@@ -480,9 +481,35 @@ func replicaName() string {
 	return host + "-" + rand.Text()[:8]
 }
 
+// eventStore is the EventStore as the runtime's parts use it: by role (package
+// eventstore), every field the same store.
+type eventStore struct {
+	eventstore.Log
+	eventstore.Reservations
+	eventstore.Cancels
+	eventstore.Leases
+	eventstore.Secrets
+	// announcer is the store when its wake-ups carry the events they announce (Redis);
+	// nil otherwise.
+	announcer eventstore.Announcer
+}
+
+// timed returns s with the operations of every role timed by timer
+// (spec/observability.md, "Metrics").
+func (s eventStore) timed(timer eventstore.Timer) eventStore {
+	return eventStore{
+		Log:          eventstore.InstrumentLog(s.Log, timer),
+		Reservations: eventstore.InstrumentReservations(s.Reservations, timer),
+		Cancels:      eventstore.InstrumentCancels(s.Cancels, timer),
+		Leases:       eventstore.InstrumentLeases(s.Leases, timer),
+		Secrets:      eventstore.InstrumentSecrets(s.Secrets, timer),
+		announcer:    s.announcer, // never timed: it never calls the backend
+	}
+}
+
 // openStore opens the EventStore the flags select, and returns it with the function
 // that closes it (and its connection).
-func openStore(ctx context.Context, o *options, log logr.Logger) (eventstore.Store, func(), error) {
+func openStore(ctx context.Context, o *options, log logr.Logger) (eventStore, func(), error) {
 	switch o.eventStore {
 	case "memory":
 		retention := memory.DefaultRetention
@@ -490,16 +517,17 @@ func openStore(ctx context.Context, o *options, log logr.Logger) (eventstore.Sto
 			retention = o.retention
 		}
 		s := memory.New(memory.WithRetention(retention))
-		return s, func() { _ = s.Close() }, nil
+		roles := eventStore{Log: s, Reservations: s, Cancels: s, Leases: s, Secrets: s}
+		return roles, func() { _ = s.Close() }, nil
 	case "redis":
 		target, err := o.redis.Resolve(nil)
 		if err != nil {
-			return nil, nil, fmt.Errorf("--event-store=redis: %w", err)
+			return eventStore{}, nil, fmt.Errorf("--event-store=redis: %w", err)
 		}
 		log.Info("Connecting to Redis", "redis", target.String(), "source", target.Source())
 		client, err := target.Connect(ctx)
 		if err != nil {
-			return nil, nil, fmt.Errorf("open redis event store: %w", err)
+			return eventStore{}, nil, fmt.Errorf("open redis event store: %w", err)
 		}
 		var opts []redisstore.Option
 		if o.retention > 0 {
@@ -511,11 +539,12 @@ func openStore(ctx context.Context, o *options, log logr.Logger) (eventstore.Sto
 		s, err := redisstore.NewFromClient(client, opts...)
 		if err != nil {
 			_ = client.Close()
-			return nil, nil, fmt.Errorf("open redis event store: %w", err)
+			return eventStore{}, nil, fmt.Errorf("open redis event store: %w", err)
 		}
-		return s, func() { _ = s.Close(); _ = client.Close() }, nil
+		roles := eventStore{Log: s, Reservations: s, Cancels: s, Leases: s, Secrets: s, announcer: s}
+		return roles, func() { _ = s.Close(); _ = client.Close() }, nil
 	}
-	return nil, nil, fmt.Errorf("--event-store: unknown store %q (want memory or redis)", o.eventStore)
+	return eventStore{}, nil, fmt.Errorf("--event-store: unknown store %q (want memory or redis)", o.eventStore)
 }
 
 // runInCluster runs the controller manager; the runtime's HTTP server is one of its

@@ -1,11 +1,18 @@
 package main
 
 import (
+	"io"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
+	"github.com/go-logr/logr"
+
+	"github.com/switchboard-dev/switchboard/runtime/eventstore"
+	"github.com/switchboard-dev/switchboard/runtime/eventstore/redisconn"
 	"github.com/switchboard-dev/switchboard/runtime/routing"
 )
 
@@ -94,5 +101,30 @@ func TestAuthFloodFlagValidation(t *testing.T) {
 	}
 	if _, err := parseFlags([]string{"--auth-failures-per-address=0"}, &strings.Builder{}); err != nil {
 		t.Errorf("--auth-failures-per-address=0 (no limit) rejected: %v", err)
+	}
+}
+
+// TestOpenStoreAnnouncer: the Redis store's wake-ups carry the events they announce, so
+// it reaches the HTTP API as the Announcer too, once timed as well; the memory store
+// has none.
+func TestOpenStoreAnnouncer(t *testing.T) {
+	for store, want := range map[string]bool{"memory": false, "redis": true} {
+		args := []string{"--event-store=" + store}
+		if store == "redis" && os.Getenv(redisconn.EnvURL) == "" {
+			args = append(args, "--redis-url=redis://127.0.0.1:6379/0")
+		}
+		o, err := parseFlags(args, io.Discard)
+		if err != nil {
+			t.Fatalf("parseFlags(%s): %v", args, err)
+		}
+		s, closeStore, err := openStore(t.Context(), o, logr.Discard())
+		if err != nil {
+			t.Fatalf("openStore(%s): %v", store, err)
+		}
+		timed := s.timed(func(eventstore.Op, time.Duration) {})
+		closeStore()
+		if got := s.announcer != nil && timed.announcer == s.announcer; got != want {
+			t.Errorf("%s store: announcer %v, timed %v; want one: %v", store, s.announcer, timed.announcer, want)
+		}
 	}
 }

@@ -500,7 +500,7 @@ func TestKillMidStreamEndsExecutionOnSurvivor(t *testing.T) {
 
 // waitRemoteJob waits until the execution's remote job handle is in the store: from
 // then on a replica taking it over can adopt it.
-func waitRemoteJob(tb testing.TB, store eventstore.Store, id string) {
+func waitRemoteJob(tb testing.TB, store eventstore.Reader, id string) {
 	tb.Helper()
 	eventually(tb, 10*time.Second, "the remote job's handle in the store", func() bool {
 		st, err := store.Get(context.Background(), id)
@@ -865,7 +865,7 @@ func postIdempotent(api, key, body string) idempotentPost {
 
 // reserve writes a reservation for key and body straight into the store, as a replica
 // that died right after reserving would have left it (spec/http-api.md, "Idempotency").
-func reserve(t *testing.T, store eventstore.Store, key, body string, createdAt time.Time) string {
+func reserve(t *testing.T, store eventstore.Reservations, key, body string, createdAt time.Time) string {
 	t.Helper()
 	fp, err := protocol.Fingerprint([]byte(body))
 	if err != nil {

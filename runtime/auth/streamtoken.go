@@ -83,7 +83,7 @@ var streamTokenLen = streamTokenEncoding.EncodedLen(streamTokenSize)
 // Secret, shared by every replica.
 type SecretStore interface {
 	// Secret returns the secret stored under name, storing candidate there to expire
-	// after ttl when there is none, atomically (eventstore.Store.Secret).
+	// after ttl when there is none, atomically (eventstore.Secrets).
 	Secret(ctx context.Context, name string, candidate []byte, ttl time.Duration) ([]byte, error)
 }
 

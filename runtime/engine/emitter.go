@@ -22,7 +22,7 @@ import (
 // and timestamps are assigned under mu, so the run loop and an adapter's (possibly
 // concurrent) emits never race for a sequence, and the store never sees a gap.
 type writer struct {
-	store eventstore.Store
+	store Store
 	ctx   context.Context // for store calls: never cancelled, the terminal must be written
 	id    string
 	now   func() time.Time

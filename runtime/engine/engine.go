@@ -36,11 +36,21 @@ const (
 	MinMaxEvents = 4
 )
 
+// Store is what the engine needs of the EventStore: the log it records executions in,
+// the idempotency reservations of their submissions, their cancel requests and their
+// leases.
+type Store interface {
+	eventstore.Log
+	eventstore.Reservations
+	eventstore.Cancels
+	eventstore.Leases
+}
+
 // Config configures an Engine.
 type Config struct {
 	// Store records executions and events. Required. Shut the engine down before closing
 	// the store, so that the terminal events of running executions can be written.
-	Store eventstore.Store
+	Store Store
 	// Table publishes the routing table (a *routing.Holder); nil routes nothing (every
 	// Submit gives unsupported_capability).
 	Table TableSource
@@ -107,7 +117,7 @@ type TableSource interface {
 
 // Engine runs executions. Create it with New; it is safe for concurrent use.
 type Engine struct {
-	store     eventstore.Store
+	store     Store
 	table     TableSource
 	providers map[string]Provider
 	grace     time.Duration
@@ -120,9 +130,7 @@ type Engine struct {
 	obs       Observer
 	tracer    trace.Tracer // nil: tracing is off
 
-	// keys holds the idempotency reservations (the store); idempotencyTTL and
-	// maxReservations are Config's.
-	keys            reservations
+	// idempotencyTTL and maxReservations are Config's.
 	idempotencyTTL  time.Duration
 	maxReservations int
 	// replayWait bounds how long a duplicate waits for its key's outcome
@@ -167,7 +175,6 @@ func New(cfg Config) *Engine {
 		tracer:    cfg.Tracer,
 		drained:   make(chan struct{}),
 
-		keys:            cfg.Store,
 		idempotencyTTL:  cfg.IdempotencyTTL,
 		maxReservations: cfg.MaxReservations,
 		replayWait:      defaultReplayWait,

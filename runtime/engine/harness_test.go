@@ -209,7 +209,7 @@ func newHarness(t *testing.T, deployments []routing.Deployment, scripts map[stri
 	for _, o := range opts {
 		o(&cfg)
 	}
-	h.Harness = enginetest.NewHarnessWithStore(t, cfg, func(s eventstore.Store) eventstore.Store {
+	h.Harness = enginetest.NewHarnessWithStore(t, cfg, func(s engine.Store) engine.Store {
 		h.faults = &faultStore{Store: s}
 		return h.faults
 	}, deployments...)
@@ -223,7 +223,7 @@ var errTransient = errors.New("injected transient store failure")
 // A hook gets the call's argument and next, which makes the real call; it decides what
 // the engine sees (so a hook can fail before the write, or after it landed).
 type faultStore struct {
-	eventstore.Store
+	engine.Store
 
 	mu         sync.Mutex
 	append     func(ev protocol.Event, next func() error) error

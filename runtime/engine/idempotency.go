@@ -44,13 +44,6 @@ const (
 	minKeysRetryAfter = time.Second
 )
 
-// reservations is what idempotency needs of the store besides reading an execution's
-// status.
-type reservations interface {
-	Reserve(ctx context.Context, key string, r eventstore.Reservation, ttl time.Duration, limit int) (eventstore.Reservation, bool, error)
-	Release(ctx context.Context, key, executionID string) error
-}
-
 func errKeyReused() *protocol.Error {
 	return protocol.NewError(protocol.CodeIdempotencyKeyReused, "Idempotency-Key: already used for a different request body")
 }
@@ -160,7 +153,7 @@ func (e *Engine) reserve(ctx context.Context, key string, mine eventstore.Reserv
 		released  bool
 	)
 	for {
-		cur, reserved, err := e.keys.Reserve(ctx, key, mine, e.idempotencyTTL, e.maxReservations)
+		cur, reserved, err := e.store.Reserve(ctx, key, mine, e.idempotencyTTL, e.maxReservations)
 		if full, ok := errors.AsType[*eventstore.ReservationLimitError](err); ok {
 			return Accepted{}, false, errTooManyKeys(full)
 		}
@@ -189,7 +182,7 @@ func (e *Engine) reserve(ctx context.Context, key string, mine eventstore.Reserv
 			if e.now().Sub(cur.CreatedAt) > e.lease && !released {
 				// Once only: should the reservation somehow survive, this waits instead.
 				released = true
-				if err := e.keys.Release(ctx, key, cur.ExecutionID); err != nil {
+				if err := e.store.Release(ctx, key, cur.ExecutionID); err != nil {
 					e.log.Error(err, "Cannot release a dead submission's idempotency key", "execution", cur.ExecutionID)
 					return Accepted{}, false, errInternal()
 				}
@@ -232,7 +225,7 @@ func (e *Engine) releaseUnlessCreated(ctx context.Context, key, id string) {
 		case err == nil && acceptedRecorded(st):
 			return
 		case err == nil, errors.Is(err, eventstore.ErrNotFound):
-			if err := e.keys.Release(ctx, key, id); err != nil {
+			if err := e.store.Release(ctx, key, id); err != nil {
 				e.log.Error(err, "Releasing an idempotency key failed", "execution", id)
 			}
 			return

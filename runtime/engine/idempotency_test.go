@@ -45,7 +45,7 @@ func sameAccepted(a, b engine.Accepted) bool {
 }
 
 // created checks that execution id exists with its execution.accepted.
-func created(t *testing.T, store eventstore.Store, id string) {
+func created(t *testing.T, store engine.Store, id string) {
 	t.Helper()
 	st, err := store.Get(context.Background(), id)
 	if err != nil || st.LastSequence == 0 {
@@ -55,7 +55,7 @@ func created(t *testing.T, store eventstore.Store, id string) {
 
 // reservation stores, under key, a reservation of the tests' request for execution id,
 // made at createdAt, as another request would have.
-func reservation(t *testing.T, store eventstore.Store, key, id string, createdAt time.Time) {
+func reservation(t *testing.T, store engine.Store, key, id string, createdAt time.Time) {
 	t.Helper()
 	r := eventstore.Reservation{Scope: engine.RuntimeScope, Fingerprint: fingerprint, ExecutionID: id, CreatedAt: createdAt}
 	if _, ok, err := store.Reserve(context.Background(), storeKey(key), r, time.Hour, 0); err != nil || !ok {

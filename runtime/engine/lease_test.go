@@ -29,7 +29,7 @@ const orphanMessage = "the runtime replica running this execution stopped"
 // or lost its network: its writes, renewals and cancel watches fail, while the store
 // itself (and every other engine on it) carries on.
 type partition struct {
-	eventstore.Store
+	engine.Store
 	cut atomic.Bool
 }
 
@@ -133,7 +133,7 @@ func (r *remoteAdapter) counts() (resumed, cancelled, detached int) {
 // replicas is several engines on one memory store, each with its own partition switch.
 type replicas struct {
 	t       *testing.T
-	store   eventstore.Store
+	store   engine.Store
 	table   *routing.Holder
 	engines []*engine.Engine
 	parts   []*partition
@@ -428,7 +428,7 @@ func TestRacingSweepers(t *testing.T) {
 }
 
 // waitRemote waits until execution id has a remote job recorded.
-func waitRemote(t *testing.T, s eventstore.Store, id string) {
+func waitRemote(t *testing.T, s eventstore.Reader, id string) {
 	t.Helper()
 	waitUntil(t, func() bool {
 		st, err := s.Get(t.Context(), id)

@@ -68,7 +68,7 @@ func TestTakeOverLargeOrphan(t *testing.T) {
 
 // takeOverLargeOrphan records a 64 MiB orphan in s, as its dead replica did, and has a
 // new engine take it over, through observe when it is not nil.
-func takeOverLargeOrphan(t *testing.T, s eventstore.Store, observe func(takeOver func())) {
+func takeOverLargeOrphan(t *testing.T, s engine.Store, observe func(takeOver func())) {
 	ctx := t.Context()
 	id, evs := recordOrphan(t, s, orphanDeltas, orphanDeltaBytes)
 	table := new(routing.Holder)
@@ -144,7 +144,7 @@ func TestAdoptedAttemptCountsRecordedOutput(t *testing.T) {
 // execution whose lease has expired, with execution.accepted, route.selected (attempt 1
 // on ai/a) and the given number of output.delta events of size bytes of text each. It
 // returns the execution's id and its events.
-func recordOrphan(t *testing.T, s eventstore.Store, deltas, size int) (string, []protocol.Event) {
+func recordOrphan(t *testing.T, s eventstore.Log, deltas, size int) (string, []protocol.Event) {
 	t.Helper()
 	ctx := t.Context()
 	id := engine.NewExecutionID()

@@ -343,10 +343,10 @@ type getCounter struct {
 	n atomic.Int64
 }
 
-func (c *getCounter) wrap(s eventstore.Store) eventstore.Store { return &countedGets{s, c} }
+func (c *getCounter) wrap(s httpapi.Store) httpapi.Store { return &countedGets{s, c} }
 
 type countedGets struct {
-	eventstore.Store
+	httpapi.Store
 	c *getCounter
 }
 

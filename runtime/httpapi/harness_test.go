@@ -58,7 +58,7 @@ type envConfig struct {
 	store         []memory.Option
 	listener      func(net.Listener) net.Listener
 	wrap          func(http.Handler) http.Handler
-	apiStore      func(eventstore.Store) eventstore.Store
+	apiStore      func(httpapi.Store) httpapi.Store
 	server        func(*http.Server)
 	deployments   []routing.Deployment
 }
@@ -71,7 +71,7 @@ func withMaxConcurrent(n int) envOption           { return func(c *envConfig) { 
 
 // withAPIStore gives the server the store f makes of the environment's; the engine keeps
 // the environment's.
-func withAPIStore(f func(eventstore.Store) eventstore.Store) envOption {
+func withAPIStore(f func(httpapi.Store) httpapi.Store) envOption {
 	return func(c *envConfig) { c.apiStore = f }
 }
 func withStore(opts ...memory.Option) envOption { return func(c *envConfig) { c.store = opts } }
@@ -239,7 +239,7 @@ func (c *countingTable) Load() *routing.Table {
 
 // spyStore counts what the engine creates and can fail the reads of event streams.
 type spyStore struct {
-	eventstore.Store
+	*memory.Store
 	creates  atomic.Int64
 	accepted atomic.Int64
 	// failTail makes Read after sequence 0 and Wait fail, as a store outage would

@@ -46,14 +46,10 @@ type Engine interface {
 	Cancel(ctx context.Context, id string) (engine.Cancellation, error)
 }
 
-// Store is what the API reads from the EventStore the engine records into (an
-// eventstore.Store). A Store that is also an eventstore.Announcer hands the events its
-// wake-ups carry to event streams.
+// Store is what the API reads from the EventStore the engine records into: executions'
+// status, results and events.
 type Store interface {
-	Get(ctx context.Context, id string) (eventstore.Status, error)
-	Snapshot(ctx context.Context, id string) (protocol.Snapshot, error)
-	Read(ctx context.Context, id string, after uint64, limit int) ([]protocol.Event, error)
-	Wait(ctx context.Context, id string, after uint64) error
+	eventstore.Reader
 }
 
 // Config holds the server's dependencies and limits.
@@ -63,6 +59,10 @@ type Config struct {
 	// Store is the EventStore the engine records into; status, results and events are
 	// read from it. Required.
 	Store Store
+	// Announcer is the store's when its wake-ups carry the events they announce (the
+	// Redis store): a woken event stream takes them from it rather than reading the
+	// store. Nil means a store without.
+	Announcer eventstore.Announcer
 	// MaxRequestBytes bounds request bodies; larger ones get 413. Default
 	// DefaultMaxRequestBytes.
 	MaxRequestBytes int64
@@ -99,7 +99,7 @@ type Config struct {
 type server struct {
 	engine          Engine
 	store           Store
-	announcer       eventstore.Announcer // store, when it is one; else nil
+	announcer       eventstore.Announcer // Config.Announcer; may be nil
 	maxRequestBytes int64
 	keepAlive       time.Duration
 	writeTimeout    time.Duration
@@ -132,6 +132,7 @@ func newServer(cfg Config) *server {
 	s := &server{
 		engine:          cfg.Engine,
 		store:           cfg.Store,
+		announcer:       cfg.Announcer,
 		maxRequestBytes: cfg.MaxRequestBytes,
 		keepAlive:       cfg.SSEKeepAlive,
 		writeTimeout:    cfg.SSEWriteTimeout,
@@ -143,7 +144,6 @@ func newServer(cfg Config) *server {
 		mux:             http.NewServeMux(),
 		auth:            cfg.Auth,
 	}
-	s.announcer, _ = cfg.Store.(eventstore.Announcer)
 	if s.auth != nil {
 		s.tokens = cfg.StreamTokens
 	}

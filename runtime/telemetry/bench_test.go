@@ -51,14 +51,20 @@ func (g gated) Execute(ctx context.Context, _ engine.Attempt, em engine.Emitter)
 	return engine.Outcome{FinishReason: "stop"}, err
 }
 
+// runtimeStore is what the engine and the HTTP API use of their store together.
+type runtimeStore interface {
+	engine.Store
+	httpapi.Store
+}
+
 // acceptServer is the runtime's HTTP API in process on a memory store, observed the way
 // the binary observes it (metrics, the access log through the binary's zap logger, no
 // tracing) or not at all.
-func acceptServer(b *testing.B, observed bool, gate *atomic.Pointer[chan struct{}]) (http.Handler, eventstore.Store) {
+func acceptServer(b *testing.B, observed bool, gate *atomic.Pointer[chan struct{}]) (http.Handler, eventstore.Reader) {
 	mem := memory.New(memory.WithRetention(0), memory.WithSweepInterval(50*time.Millisecond))
 	b.Cleanup(func() { _ = mem.Close() })
 	var (
-		store     eventstore.Store = mem
+		store     runtimeStore = mem
 		engineObs engine.Observer
 		httpObs   httpapi.Observer
 		access    func(httpapi.AccessEntry)
@@ -68,7 +74,7 @@ func acceptServer(b *testing.B, observed bool, gate *atomic.Pointer[chan struct{
 	if observed {
 		m := telemetry.NewMetrics()
 		m.MustRegister(prometheus.NewRegistry())
-		store = eventstore.Instrument(mem, m.Store("memory"))
+		store = timed(mem, m.Store("memory"))
 		engineObs, httpObs = m.Engine(), m.HTTP()
 		al := telemetry.NewAccessLog(zap.Options{DestWriter: io.Discard})
 		b.Cleanup(al.Close)
@@ -108,7 +114,7 @@ func benchOverhead(b *testing.B, acceptOnly bool) {
 	var (
 		gate    atomic.Pointer[chan struct{}]
 		servers [2]http.Handler
-		stores  [2]eventstore.Store
+		stores  [2]eventstore.Reader
 	)
 	servers[0], stores[0] = acceptServer(b, false, &gate)
 	servers[1], stores[1] = acceptServer(b, true, &gate)

@@ -195,9 +195,9 @@ func (m *Metrics) Engine() engine.Observer { return engineObserver{m} }
 // HTTP returns the HTTP API's observer.
 func (m *Metrics) HTTP() httpapi.Observer { return httpObserver{m} }
 
-// Store returns the timer of an EventStore (eventstore.Instrument) whose implementation
-// is named store ("memory", "redis"). The label values are resolved once, so timing an
-// operation costs one histogram observation.
+// Store returns the timer of the roles of an EventStore (eventstore.InstrumentLog and
+// the others) whose implementation is named store ("memory", "redis"). The label values
+// are resolved once, so timing an operation costs one histogram observation.
 func (m *Metrics) Store(store string) eventstore.Timer {
 	ops := eventstore.Ops()
 	byOp := make([]prometheus.Observer, len(ops))

@@ -137,7 +137,7 @@ func newWorld(t *testing.T) *world {
 	tracer := telemetry.Tracer(tp)
 
 	mem := memory.New()
-	store := eventstore.Instrument(mem, metrics.Store("memory"))
+	store := timed(mem, metrics.Store("memory"))
 	holder := &routing.Holder{}
 	registry := routing.NewRegistry(holder, routing.OnPublish(metrics.TablePublished))
 	for _, d := range []routing.Deployment{deployment(w.upstream.URL, "down", 10), deployment(w.upstream.URL, "up", 0)} {
@@ -170,6 +170,24 @@ func newWorld(t *testing.T) *world {
 	}
 	w.client = c
 	return w
+}
+
+// timedStore is a store's roles that the engine and the HTTP API use, each timed.
+type timedStore struct {
+	eventstore.Log
+	eventstore.Reservations
+	eventstore.Cancels
+	eventstore.Leases
+}
+
+// timed returns the roles of s timed by timer, as the binary times its store.
+func timed(s *memory.Store, timer eventstore.Timer) timedStore {
+	return timedStore{
+		Log:          eventstore.InstrumentLog(s, timer),
+		Reservations: eventstore.InstrumentReservations(s, timer),
+		Cancels:      eventstore.InstrumentCancels(s, timer),
+		Leases:       eventstore.InstrumentLeases(s, timer),
+	}
 }
 
 // deployment is an openai deployment team/gpt-<name> of ability chat.

@@ -41,7 +41,7 @@ func NewHarness(t testing.TB, cfg engine.Config, deployments ...routing.Deployme
 // NewHarnessWithStore is NewHarness with the engine recording through wrap(Store), for
 // tests that inject store faults; Store remains the memory store underneath, which
 // shows what was recorded. A nil wrap is NewHarness.
-func NewHarnessWithStore(t testing.TB, cfg engine.Config, wrap func(eventstore.Store) eventstore.Store, deployments ...routing.Deployment) *Harness {
+func NewHarnessWithStore(t testing.TB, cfg engine.Config, wrap func(engine.Store) engine.Store, deployments ...routing.Deployment) *Harness {
 	t.Helper()
 	h := &Harness{Store: memory.New(), t: t}
 	cfg.Store = h.Store
