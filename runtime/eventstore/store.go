@@ -229,19 +229,6 @@ type Secrets interface {
 	Secret(ctx context.Context, name string, candidate []byte, ttl time.Duration) ([]byte, error)
 }
 
-// Store is every role of a store.
-type Store interface {
-	Log
-	Reservations
-	Cancels
-	Leases
-	Secrets
-
-	// Close releases the store's resources and wakes blocked callers, which return
-	// ErrClosed, as do later calls. Close is idempotent.
-	Close() error
-}
-
 // Announcer is implemented by a store whose wake-ups carry the events they announce
 // (the Redis store, whose readers would otherwise make a round trip to Redis after each
 // one). A reader tailing an execution takes the events from Announced after Wait has

@@ -1,17 +1,78 @@
 package eventstore_test
 
 import (
+	"fmt"
 	"go/ast"
 	"go/build"
+	"go/importer"
 	"go/parser"
 	"go/token"
+	"go/types"
+	"io"
 	"io/fs"
 	"maps"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 )
+
+// maxRoleMethods bounds the methods of an interface of the store: a role has a few,
+// and one that needs more is several roles.
+const maxRoleMethods = 8
+
+// TestRolesAreSmall: no interface type in package eventstore or below it (named or
+// not, in tests too) has more than maxRoleMethods methods, those it embeds included. A
+// user that needs several roles composes them itself.
+func TestRolesAreSmall(t *testing.T) {
+	const module = "github.com/switchboard-dev/switchboard/runtime/eventstore"
+	fset := token.NewFileSet()
+	imp := importer.ForCompiler(fset, "gc", exportData(t))
+	for _, dir := range append([]string{"."}, subpackages(t)...) {
+		pkg, err := build.ImportDir(dir, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		path := module
+		if dir != "." {
+			path += "/" + filepath.ToSlash(dir)
+		}
+		// The package with its internal tests, then its external tests, which import it.
+		for _, files := range [][]string{append(pkg.GoFiles, pkg.TestGoFiles...), pkg.XTestGoFiles} {
+			if len(files) == 0 {
+				continue
+			}
+			var parsed []*ast.File
+			for _, name := range files {
+				f, err := parser.ParseFile(fset, filepath.Join(dir, name), nil, 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				parsed = append(parsed, f)
+			}
+			info := &types.Info{Types: map[ast.Expr]types.TypeAndValue{}}
+			conf := types.Config{Importer: imp}
+			if _, err := conf.Check(path, fset, parsed, info); err != nil {
+				t.Fatalf("type-check %s: %v", path, err)
+			}
+			for _, f := range parsed {
+				ast.Inspect(f, func(n ast.Node) bool {
+					it, ok := n.(*ast.InterfaceType)
+					if !ok {
+						return true
+					}
+					if m := info.Types[it].Type.(*types.Interface).NumMethods(); m > maxRoleMethods {
+						t.Errorf("%s: an interface of %d methods, want at most %d: split it into roles",
+							fset.Position(it.Pos()), m, maxRoleMethods)
+					}
+					return true
+				})
+			}
+		}
+	}
+}
 
 // subpackages returns the directories of the packages under runtime/eventstore (this
 // package's directory, the working directory of its tests), relative to it.
@@ -31,6 +92,30 @@ func subpackages(t *testing.T) []string {
 		t.Fatal(err)
 	}
 	return dirs
+}
+
+// exportData returns a lookup of the export data of the packages under runtime/eventstore
+// and their dependencies, as the go command builds them (and caches them), for a gc
+// importer: type-checking them from source takes a minute under the race detector.
+func exportData(t *testing.T) func(path string) (io.ReadCloser, error) {
+	t.Helper()
+	out, err := exec.Command("go", "list", "-export", "-deps", "-test", "-f", "{{.ImportPath}}\t{{.Export}}", "./...").Output()
+	if err != nil {
+		t.Fatalf("go list -export: %v", err)
+	}
+	files := map[string]string{}
+	for line := range strings.Lines(string(out)) {
+		if path, file, ok := strings.Cut(strings.TrimSpace(line), "\t"); ok && file != "" {
+			files[path] = file
+		}
+	}
+	return func(path string) (io.ReadCloser, error) {
+		file, ok := files[path]
+		if !ok {
+			return nil, fmt.Errorf("no export data of %s", path)
+		}
+		return os.Open(file)
+	}
 }
 
 // invalidAllowed counts the references to eventstore.ErrInvalid that the functions of

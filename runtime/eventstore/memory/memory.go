@@ -1,4 +1,4 @@
-// Package memory is the embedded eventstore.Store: everything lives in this process and
+// Package memory is the embedded EventStore: everything lives in this process and
 // is lost on restart, so it suits a single replica. It is the default store.
 package memory
 
@@ -55,7 +55,8 @@ func WithSweepInterval(d time.Duration) Option {
 	return func(c *config) { c.interval, c.intervalSet = max(d, 0), true }
 }
 
-// Store is the in-memory eventstore.Store. Create it with New and release it with Close.
+// Store is the in-memory EventStore, which implements every role of package eventstore.
+// Create it with New and release it with Close.
 //
 // Executions sit in a map behind a read-write lock that is held only to find or insert
 // an execution; each execution then has its own lock, so appends to one execution do not
@@ -95,7 +96,13 @@ type Store struct {
 	sweeper   sync.WaitGroup
 }
 
-var _ eventstore.Store = (*Store)(nil)
+var (
+	_ eventstore.Log          = (*Store)(nil)
+	_ eventstore.Reservations = (*Store)(nil)
+	_ eventstore.Cancels      = (*Store)(nil)
+	_ eventstore.Leases       = (*Store)(nil)
+	_ eventstore.Secrets      = (*Store)(nil)
+)
 
 // New returns an empty Store and starts its background sweep.
 func New(opts ...Option) *Store {
@@ -208,7 +215,7 @@ type reservation struct {
 	item *resItem // in the queue of r.Scope
 }
 
-// Create implements eventstore.Store. The execution becomes visible, leased and indexed,
+// Create implements eventstore.Log. The execution becomes visible, leased and indexed,
 // and its reservation marked Created, all under the map's lock: no reader sees one
 // without the others.
 func (s *Store) Create(_ context.Context, rec eventstore.Record, owner string, ttl time.Duration) (eventstore.Lease, error) {
@@ -253,7 +260,7 @@ func (s *Store) markCreated(key, id string, now time.Time) {
 	}
 }
 
-// Append implements eventstore.Store.
+// Append implements eventstore.Log.
 func (s *Store) Append(_ context.Context, fence eventstore.Fence, ev protocol.Event) error {
 	if err := eventstore.CheckAppend(&ev); err != nil {
 		return err
@@ -366,7 +373,7 @@ func (s *Store) terminate(e *execution) {
 	s.indexLease(e) // out of the orphan index
 }
 
-// Get implements eventstore.Store.
+// Get implements eventstore.Log.
 func (s *Store) Get(_ context.Context, id string) (eventstore.Status, error) {
 	e, err := s.lookup(id)
 	if err != nil {
@@ -398,7 +405,7 @@ func (s *Store) Get(_ context.Context, id string) (eventstore.Status, error) {
 	return st, nil
 }
 
-// Snapshot implements eventstore.Store. The copy costs O(output parts, tool calls,
+// Snapshot implements eventstore.Log. The copy costs O(output parts, tool calls,
 // artifacts and usage entries): the texts are immutable strings, shared, not copied.
 func (s *Store) Snapshot(_ context.Context, id string) (protocol.Snapshot, error) {
 	e, err := s.lookup(id)
@@ -413,7 +420,7 @@ func (s *Store) Snapshot(_ context.Context, id string) (protocol.Snapshot, error
 	return e.snap.Clone(), nil
 }
 
-// Read implements eventstore.Store.
+// Read implements eventstore.Log.
 func (s *Store) Read(_ context.Context, id string, after uint64, limit int) ([]protocol.Event, error) {
 	e, err := s.lookup(id)
 	if err != nil {
@@ -455,7 +462,7 @@ func (s *Store) Read(_ context.Context, id string, after uint64, limit int) ([]p
 	return out, nil
 }
 
-// Wait implements eventstore.Store.
+// Wait implements eventstore.Log.
 func (s *Store) Wait(ctx context.Context, id string, after uint64) error {
 	e, err := s.lookup(id)
 	if err != nil {
@@ -475,7 +482,7 @@ func (s *Store) Wait(ctx context.Context, id string, after uint64) error {
 	return s.block(ctx, e, ready, func() *chan struct{} { return &e.changed })
 }
 
-// RequestCancel implements eventstore.Store.
+// RequestCancel implements eventstore.Cancels.
 func (s *Store) RequestCancel(_ context.Context, id string) error {
 	e, err := s.lookup(id)
 	if err != nil {
@@ -494,7 +501,7 @@ func (s *Store) RequestCancel(_ context.Context, id string) error {
 	return nil
 }
 
-// WaitCancel implements eventstore.Store.
+// WaitCancel implements eventstore.Cancels.
 func (s *Store) WaitCancel(ctx context.Context, id string) error {
 	e, err := s.lookup(id)
 	if err != nil {
@@ -559,7 +566,7 @@ func (s *Store) block(ctx context.Context, e *execution, ready func() (bool, err
 	}
 }
 
-// Reserve implements eventstore.Store. The scope's expired reservations are removed
+// Reserve implements eventstore.Reservations. The scope's expired reservations are removed
 // first, so that its count, the length of its queue, is exact whatever the sweep
 // interval.
 func (s *Store) Reserve(_ context.Context, key string, r eventstore.Reservation, ttl time.Duration, limit int) (eventstore.Reservation, bool, error) {
@@ -597,7 +604,7 @@ func (s *Store) Reserve(_ context.Context, key string, r eventstore.Reservation,
 	return copyReservation(stored.r), true, nil
 }
 
-// Release implements eventstore.Store.
+// Release implements eventstore.Reservations.
 func (s *Store) Release(_ context.Context, key, executionID string) error {
 	if s.isClosed.Load() {
 		return eventstore.ErrClosed
@@ -631,7 +638,7 @@ func (s *Store) expire(scope string, q *resQueue, now time.Time) {
 	}
 }
 
-// Secret implements eventstore.Store. Expired secrets are dropped here, on every call:
+// Secret implements eventstore.Secrets. Expired secrets are dropped here, on every call:
 // there are a few of them (one per rotation period of the stream-link key).
 func (s *Store) Secret(_ context.Context, name string, candidate []byte, ttl time.Duration) ([]byte, error) {
 	if err := eventstore.CheckSecret(name, candidate, ttl); err != nil {
@@ -658,7 +665,7 @@ type secret struct {
 	expiresAt time.Time
 }
 
-// Acquire implements eventstore.Store.
+// Acquire implements eventstore.Leases.
 func (s *Store) Acquire(_ context.Context, id, owner string, ttl time.Duration) (eventstore.Lease, error) {
 	if err := eventstore.CheckAcquire(id, owner, ttl); err != nil {
 		return eventstore.Lease{}, err
@@ -684,7 +691,7 @@ func (s *Store) Acquire(_ context.Context, id, owner string, ttl time.Duration) 
 	return e.lease, nil
 }
 
-// Renew implements eventstore.Store. NoFence names no lease: ErrInvalid.
+// Renew implements eventstore.Leases. NoFence names no lease: ErrInvalid.
 func (s *Store) Renew(_ context.Context, id string, fence eventstore.Fence, ttl time.Duration) (eventstore.Lease, error) {
 	if err := eventstore.CheckRenew(id, fence, ttl); err != nil {
 		return eventstore.Lease{}, err
@@ -702,7 +709,7 @@ func (s *Store) Renew(_ context.Context, id string, fence eventstore.Fence, ttl 
 	return lease, err
 }
 
-// ReleaseLease implements eventstore.Store. NoFence names no lease: ErrInvalid.
+// ReleaseLease implements eventstore.Leases. NoFence names no lease: ErrInvalid.
 func (s *Store) ReleaseLease(_ context.Context, id string, fence eventstore.Fence) error {
 	if err := eventstore.CheckReleaseLease(id, fence); err != nil {
 		return err
@@ -716,7 +723,7 @@ func (s *Store) ReleaseLease(_ context.Context, id string, fence eventstore.Fenc
 	})
 }
 
-// Orphans implements eventstore.Store.
+// Orphans implements eventstore.Leases.
 func (s *Store) Orphans(_ context.Context, limit int) ([]string, error) {
 	if s.isClosed.Load() {
 		return nil, eventstore.ErrClosed
@@ -728,7 +735,7 @@ func (s *Store) Orphans(_ context.Context, limit int) ([]string, error) {
 	return s.leases.expired(now, limit), nil
 }
 
-// SetRemote implements eventstore.Store.
+// SetRemote implements eventstore.Leases.
 func (s *Store) SetRemote(_ context.Context, id string, fence eventstore.Fence, handle json.RawMessage) error {
 	return s.fenced(id, fence, "set remote of", func(e *execution) error {
 		if e.terminal {
@@ -808,8 +815,8 @@ func (s *Store) Sweep() {
 	s.resMu.Unlock()
 }
 
-// Close implements eventstore.Store. It stops the background sweep; stored data stays
-// until the Store is garbage.
+// Close wakes blocked callers, which return ErrClosed, as do later calls, and stops the
+// background sweep. It is idempotent. Stored data stays until the Store is garbage.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		s.isClosed.Store(true)

@@ -50,7 +50,7 @@ import (
 // seconds makes no difference to.
 const indexTolerance = time.Second
 
-// Acquire implements eventstore.Store.
+// Acquire implements eventstore.Leases.
 func (s *Store) Acquire(ctx context.Context, id, owner string, ttl time.Duration) (eventstore.Lease, error) {
 	if err := eventstore.CheckAcquire(id, owner, ttl); err != nil {
 		return eventstore.Lease{}, err
@@ -87,7 +87,7 @@ func (s *Store) Acquire(ctx context.Context, id, owner string, ttl time.Duration
 	return lease, nil
 }
 
-// Renew implements eventstore.Store. NoFence names no lease: ErrInvalid.
+// Renew implements eventstore.Leases. NoFence names no lease: ErrInvalid.
 func (s *Store) Renew(ctx context.Context, id string, fence eventstore.Fence, ttl time.Duration) (eventstore.Lease, error) {
 	if err := eventstore.CheckRenew(id, fence, ttl); err != nil {
 		return eventstore.Lease{}, err
@@ -110,7 +110,7 @@ func (s *Store) Renew(ctx context.Context, id string, fence eventstore.Fence, tt
 	return lease, nil
 }
 
-// ReleaseLease implements eventstore.Store. NoFence names no lease: ErrInvalid.
+// ReleaseLease implements eventstore.Leases. NoFence names no lease: ErrInvalid.
 func (s *Store) ReleaseLease(ctx context.Context, id string, fence eventstore.Fence) error {
 	if err := eventstore.CheckReleaseLease(id, fence); err != nil {
 		return err
@@ -135,7 +135,7 @@ func (s *Store) ReleaseLease(ctx context.Context, id string, fence eventstore.Fe
 	return nil
 }
 
-// SetRemote implements eventstore.Store.
+// SetRemote implements eventstore.Leases.
 func (s *Store) SetRemote(ctx context.Context, id string, fence eventstore.Fence, handle json.RawMessage) error {
 	if s.isClosed.Load() {
 		return eventstore.ErrClosed
@@ -158,7 +158,7 @@ func (s *Store) SetRemote(ctx context.Context, id string, fence eventstore.Fence
 	return nil
 }
 
-// Orphans implements eventstore.Store.
+// Orphans implements eventstore.Leases.
 func (s *Store) Orphans(ctx context.Context, limit int) ([]string, error) {
 	if s.isClosed.Load() {
 		return nil, eventstore.ErrClosed

@@ -1,4 +1,4 @@
-// Package redis is the eventstore.Store for several replicas and restarts (spec/events.md,
+// Package redis is the EventStore for several replicas and restarts (spec/events.md,
 // "EventStore"): every replica opens the same Redis, so any of them serves an
 // execution's events, status, result and cancellation while another one runs it, and a
 // restarted replica finds everything where it was.
@@ -204,8 +204,8 @@ func WithClientOptions(f func(*goredis.Options)) Option {
 	return func(c *config) { c.clientOpts = append(c.clientOpts, f) }
 }
 
-// Store is the Redis eventstore.Store. Create it with New or NewFromClient and release
-// it with Close.
+// Store is the Redis EventStore, which implements every role of package eventstore,
+// Announcer included. Create it with New or NewFromClient and release it with Close.
 type Store struct {
 	client goredis.UniversalClient
 	owned  bool // Close closes client
@@ -226,7 +226,14 @@ type Store struct {
 	closeOnce sync.Once
 }
 
-var _ eventstore.Store = (*Store)(nil)
+var (
+	_ eventstore.Log          = (*Store)(nil)
+	_ eventstore.Reservations = (*Store)(nil)
+	_ eventstore.Cancels      = (*Store)(nil)
+	_ eventstore.Leases       = (*Store)(nil)
+	_ eventstore.Secrets      = (*Store)(nil)
+	_ eventstore.Announcer    = (*Store)(nil)
+)
 
 // New connects to the Redis at url (redis://, rediss:// or unix://, as go-redis
 // ParseURL reads it), checks that it answers, and returns a Store that owns the client.
@@ -302,7 +309,7 @@ func (s *Store) reservationKey(k string) string { return s.prefix + "idem:" + k 
 func (s *Store) scopeKey(scope string) string   { return s.prefix + "idem-scope:" + scope }
 func (s *Store) secretKey(name string) string   { return s.prefix + "secret:" + name }
 
-// Create implements eventstore.Store.
+// Create implements eventstore.Log.
 //
 // The reservation lives under its own key, in another cluster slot than the execution,
 // so no script may write both. The fact that the execution was created for it is
@@ -381,7 +388,7 @@ func (s *Store) reservationTTL(ctx context.Context, pipe goredis.Pipeliner, rec 
 	return millis(remaining.Val()), nil
 }
 
-// Append implements eventstore.Store. After a terminal event it takes the execution out
+// Append implements eventstore.Log. After a terminal event it takes the execution out
 // of the orphan index and, with WithWaitReplicas, waits for replicas.
 func (s *Store) Append(ctx context.Context, fence eventstore.Fence, ev protocol.Event) error {
 	if err := eventstore.CheckAppend(&ev); err != nil {
@@ -489,7 +496,7 @@ func (s *Store) UnderReplicated() uint64 {
 	return s.underReplicated.Load()
 }
 
-// Get implements eventstore.Store.
+// Get implements eventstore.Log.
 func (s *Store) Get(ctx context.Context, id string) (eventstore.Status, error) {
 	if s.isClosed.Load() {
 		return eventstore.Status{}, eventstore.ErrClosed
@@ -547,7 +554,7 @@ func (s *Store) Get(ctx context.Context, id string) (eventstore.Status, error) {
 	return st, nil
 }
 
-// Snapshot implements eventstore.Store: one script reads every folded field and key of
+// Snapshot implements eventstore.Log: one script reads every folded field and key of
 // the execution at one instant, with the texts of its output parts and tool calls as
 // long as they hold at most inlineTextBytes together. The texts beyond are read after
 // it, with GETRANGE in round trips of about readPageBytes (spec/redis.md, "Reads"): the
@@ -644,7 +651,7 @@ func (s *Store) readTexts(ctx context.Context, id string, lists ...any) error {
 	return nil
 }
 
-// Read implements eventstore.Store. It reads in pages, each one transaction of EXISTS on
+// Read implements eventstore.Log. It reads in pages, each one transaction of EXISTS on
 // the meta hash and XRANGE … COUNT on the stream (spec/redis.md, "Reads"), so that an
 // execution that expires during a page is never read as empty, and no command copies
 // more of a long log than one page: the first page holds at most readPage events (what
@@ -756,7 +763,7 @@ func (s *Store) Announced(id string, after uint64, limit int) []protocol.Event {
 	return evs
 }
 
-// Wait implements eventstore.Store.
+// Wait implements eventstore.Log.
 func (s *Store) Wait(ctx context.Context, id string, after uint64) error {
 	if s.isClosed.Load() {
 		return eventstore.ErrClosed
@@ -796,7 +803,7 @@ func (s *Store) Wait(ctx context.Context, id string, after uint64) error {
 	})
 }
 
-// RequestCancel implements eventstore.Store.
+// RequestCancel implements eventstore.Cancels.
 func (s *Store) RequestCancel(ctx context.Context, id string) error {
 	if s.isClosed.Load() {
 		return eventstore.ErrClosed
@@ -813,7 +820,7 @@ func (s *Store) RequestCancel(ctx context.Context, id string) error {
 	return nil
 }
 
-// WaitCancel implements eventstore.Store.
+// WaitCancel implements eventstore.Cancels.
 func (s *Store) WaitCancel(ctx context.Context, id string) error {
 	if s.isClosed.Load() {
 		return eventstore.ErrClosed
@@ -980,7 +987,7 @@ func (s *Store) backoff(ctx context.Context, failures int) error {
 	}
 }
 
-// Reserve implements eventstore.Store.
+// Reserve implements eventstore.Reservations.
 func (s *Store) Reserve(ctx context.Context, key string, r eventstore.Reservation, ttl time.Duration, limit int) (eventstore.Reservation, bool, error) {
 	if err := eventstore.CheckReserve(key, ttl); err != nil {
 		return eventstore.Reservation{}, false, err
@@ -1028,7 +1035,7 @@ func (s *Store) reservationCreated(ctx context.Context, key, id string) (bool, e
 	return created == key, err
 }
 
-// Release implements eventstore.Store. It reads the scope the reservation was stored
+// Release implements eventstore.Reservations. It reads the scope the reservation was stored
 // with first, to name the scope's index among the script's keys. A reservation never
 // changes once made, so the script finds the same one, or none, or another request's,
 // which it leaves alone.
@@ -1053,7 +1060,7 @@ func (s *Store) Release(ctx context.Context, key, executionID string) error {
 	return nil
 }
 
-// Secret implements eventstore.Store: SET NX GET PX stores the candidate with its expiry
+// Secret implements eventstore.Secrets: SET NX GET PX stores the candidate with its expiry
 // unless a secret exists, and answers the existing one, in one atomic command.
 func (s *Store) Secret(ctx context.Context, name string, candidate []byte, ttl time.Duration) ([]byte, error) {
 	if err := eventstore.CheckSecret(name, candidate, ttl); err != nil {
@@ -1072,8 +1079,9 @@ func (s *Store) Secret(ctx context.Context, name string, candidate []byte, ttl t
 	return old, nil
 }
 
-// Close implements eventstore.Store. It wakes blocked callers, closes the pub/sub
-// connection and, if New made the client, the client. The data stays in Redis.
+// Close wakes blocked callers, which return ErrClosed, as do later calls, closes the
+// pub/sub connection and, if New made the client, the client. It is idempotent. The
+// data stays in Redis.
 func (s *Store) Close() error {
 	var err error
 	s.closeOnce.Do(func() {
