@@ -6,8 +6,8 @@ import (
 	"time"
 )
 
-// Sentinel errors of every Store implementation. Implementations wrap them with context
-// (the execution id, the rejected sequence); callers test with errors.Is.
+// Sentinel errors of every implementation of the roles. Implementations wrap them with
+// context (the execution id, the rejected sequence); callers test with errors.Is.
 var (
 	// ErrNotFound: the execution is unknown, or was removed when its retention ended.
 	ErrNotFound = errors.New("eventstore: execution not found")
@@ -19,8 +19,9 @@ var (
 	// ErrTerminated: the execution already has its terminal event, so no event may be
 	// appended, no cancel takes effect, and waiting for either is pointless.
 	ErrTerminated = errors.New("eventstore: execution is terminal")
-	// ErrInvalid: an argument is malformed (empty id, type or key, ttl <= 0): a bug in
-	// the caller, never caused by a client's request.
+	// ErrInvalid: an argument is malformed (empty id, type or key, ttl <= 0; see
+	// CheckCreate and the other checks): a bug in the caller, never caused by a
+	// client's request.
 	ErrInvalid = errors.New("eventstore: invalid argument")
 	// ErrLeaseHeld: Acquire found an unexpired lease on the execution.
 	ErrLeaseHeld = errors.New("eventstore: lease is held")

@@ -46,9 +46,10 @@ type Log interface {
 	// the caller's own Create again, as when a call whose answer was lost is retried: it
 	// succeeds, changes nothing and returns the execution's current lease.
 	//
-	// With an owner, the execution is created leased to it for ttl (see Leases.Acquire) with
-	// fence FirstFence, in the same atomic step; ttl <= 0 then gives ErrInvalid. Without
-	// one (owner ""), it is created unleased: its fence is NoFence until an Acquire (Leases).
+	// With an owner, the execution is created leased to it for ttl (see
+	// Leases.Acquire) with fence FirstFence, in the same atomic step; ttl <= 0 then
+	// gives ErrInvalid. Without one (owner ""), it is created unleased: its fence is
+	// NoFence until an Acquire.
 	//
 	// When rec.IdempotencyKey is set and the reservation stored under it names rec.ID,
 	// Create marks that reservation Created in the same atomic step, so that a
