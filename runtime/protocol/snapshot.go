@@ -185,53 +185,72 @@ func StatusAfter(t EventType) Status {
 
 // applyData applies the type-specific part of ev. It decodes before it changes anything,
 // which is what makes Apply atomic.
-func (s *Snapshot) applyData(ev Event) error {
-	switch ev.Type {
+func (s *Snapshot) applyData(ev Event) error { return decodeData(ev.Type, ev.Data, s) }
+
+// decodeData decodes data as the payload of an event of type typ and folds it into s,
+// or only decodes it when s is nil (CheckData): one switch, so that what Apply folds
+// and what CheckData admits cannot differ.
+func decodeData(typ EventType, data []byte, s *Snapshot) error {
+	switch typ {
 	case EventOutputDelta:
-		d, err := DecodeDelta(ev.Data)
+		d, err := DecodeDelta(data)
 		if err != nil {
 			return err
 		}
-		s.appendText(d.Index, d.Type, d.Text)
+		if s != nil {
+			s.appendText(d.Index, d.Type, d.Text)
+		}
 	case EventToolCallStarted:
 		var d ToolCallStartedData
-		if err := UnmarshalData(ev.Data, &d); err != nil {
+		if err := UnmarshalData(data, &d); err != nil {
 			return err
 		}
-		s.startCall(d)
+		if s != nil {
+			s.startCall(d)
+		}
 	case EventToolCallArgsDelta:
 		var d ToolCallArgsDeltaData
-		if err := UnmarshalData(ev.Data, &d); err != nil {
+		if err := UnmarshalData(data, &d); err != nil {
 			return err
 		}
-		s.appendArgs(d)
+		if s != nil {
+			s.appendArgs(d)
+		}
 	case EventOutputResult:
 		var d OutputResultData
-		if err := UnmarshalData(ev.Data, &d); err != nil {
+		if err := UnmarshalData(data, &d); err != nil {
 			return err
 		}
-		if len(d.Result) > 0 {
-			s.Result = d.Result // Unmarshal copied it out of ev.Data
+		if s != nil {
+			if len(d.Result) > 0 {
+				s.Result = d.Result // Unmarshal copied it out of the data
+			}
+			s.Artifacts = append(s.Artifacts, d.Artifacts...)
 		}
-		s.Artifacts = append(s.Artifacts, d.Artifacts...)
 	case EventUsageReported:
 		var d UsageReportedData
-		if err := UnmarshalData(ev.Data, &d); err != nil {
+		if err := UnmarshalData(data, &d); err != nil {
 			return err
 		}
-		s.Usage = append(s.Usage, d.Usage...)
+		if s != nil {
+			s.Usage = append(s.Usage, d.Usage...)
+		}
 	case EventCompleted:
 		var d CompletedData
-		if err := UnmarshalData(ev.Data, &d); err != nil {
+		if err := UnmarshalData(data, &d); err != nil {
 			return err
 		}
-		s.FinishReason = d.FinishReason
+		if s != nil {
+			s.FinishReason = d.FinishReason
+		}
 	case EventFailed:
 		var d FailedData
-		if err := UnmarshalData(ev.Data, &d); err != nil {
+		if err := UnmarshalData(data, &d); err != nil {
 			return err
 		}
-		s.Error = d.Error
+		if s != nil {
+			s.Error = d.Error
+		}
 	}
 	return nil
 }
