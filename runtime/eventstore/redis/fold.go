@@ -27,10 +27,10 @@ const (
 	opFailed    = "failed"    // error as JSON ("": none)
 )
 
-// foldArgs returns appendScript's fold arguments for ev: the execution's state after it,
-// the operation and its operands. It decodes ev.Data exactly as protocol.Snapshot.Apply
-// does (the same types, protocol.UnmarshalData), so the store refuses precisely the
-// events Apply would reject, and what it folds is what Apply folds.
+// foldArgs returns appendScript's fold arguments for ev, whose data protocol.CheckData
+// admitted: the execution's state after it, the operation and its operands. It decodes
+// ev.Data as protocol.Snapshot.Apply does (the same types, protocol.UnmarshalData), so
+// what it folds is what Apply folds.
 func foldArgs(ev protocol.Event) (args []any, err error) {
 	args = append(make([]any, 0, 5), string(protocol.StatusAfter(ev.Type)))
 

@@ -406,7 +406,11 @@ func (s *Store) Append(ctx context.Context, fence eventstore.Fence, ev protocol.
 	if ev.Data != nil {
 		hasData = "1"
 	}
-	fold, foldErr := foldArgs(ev)
+	var fold []any
+	foldErr := protocol.CheckData(ev.Type, ev.Data)
+	if foldErr == nil {
+		fold, foldErr = foldArgs(ev)
+	}
 	if foldErr != nil {
 		// The script still makes the checks that come first, so that both stores
 		// answer alike; then it refuses the event.
