@@ -42,22 +42,40 @@ type Attempt struct {
 	CleanupGrace time.Duration
 }
 
-// Emitter records event data for the running attempt. It is safe for concurrent use.
+// Emitter records event data for the running attempt (spec/events.md, "Event types").
+// It is safe for concurrent use.
 //
-// Only output.delta, tool.call.started, tool.call.arguments.delta, execution.progress,
-// output.result and usage.reported may be emitted; lifecycle types (accepted, route.*,
-// terminal events) give ErrInvalidEvent. data is the type's protocol payload
-// (protocol.OutputDeltaData, …, as a value or pointer) or anything that encodes to that
-// JSON shape; data that does not fit the type gives ErrInvalidEvent, so every recorded
-// event folds into the result snapshot. Usage entries that are not protocol.Usage.Valid
-// (NaN, infinite, negative, unknown unit or source) are dropped and logged; when none
-// remain nothing is recorded and Emit returns nil.
-//
-// Emit returns nil once the event is recorded, ErrAttemptOver once the attempt's ctx has
-// ended or Execute has returned, and a store error if recording failed (then nothing was
-// recorded).
+// Each method records one event, or — for a text or tool-argument delta whose data is
+// larger than protocol.MaxEventBytes — consecutive events that the result snapshot
+// concatenates back into it. It returns nil once recorded; ErrInvalidEvent for data that
+// breaks the method's rules (nothing is recorded, and the attempt goes on);
+// ErrOutputTooLarge when recording would take the execution past its event or output
+// limit (Config.MaxEvents, Config.MaxOutputBytes), or one event's data is larger than
+// protocol.MaxEventBytes and cannot be split: nothing was recorded, and the execution
+// fails with output_too_large; ErrAttemptOver once the attempt's ctx has ended or Execute
+// has returned; and a store error if recording failed (then nothing was recorded). Data
+// is checked before the attempt's end is: invalid data gives ErrInvalidEvent even then.
 type Emitter interface {
-	Emit(typ protocol.EventType, data any) error
+	// Text records an output.delta of text at output part index (≥ 0). The text counts
+	// towards the output limit.
+	Text(index int, text string) error
+	// ToolStarted records a tool.call.started; callID and name are required, index is
+	// ≥ 0.
+	ToolStarted(index int, callID, name string) error
+	// ToolArgs records a tool.call.arguments.delta of the call callID (required). The
+	// fragment counts towards the output limit.
+	ToolArgs(callID, delta string) error
+	// Progress records an execution.progress: stage queued or running, percent
+	// between 0 and 100 and queue_position ≥ 0 when set.
+	Progress(p protocol.ProgressData) error
+	// Result records an output.result: result as the provider gave it (valid JSON, or
+	// empty), artifacts with uri and media_type (nil is the empty list). The result
+	// counts towards the output limit.
+	Result(r protocol.OutputResultData) error
+	// Usage records a usage.reported of usage. Entries that are not protocol.Usage.Valid
+	// (NaN, infinite, negative, unknown unit or source) are dropped and logged; when none
+	// remain nothing is recorded and Usage returns nil.
+	Usage(usage []protocol.Usage) error
 
 	// RemoteJob records handle as the job this attempt created at the provider, as soon
 	// as the provider has named it, for an adapter whose work continues remotely (see
@@ -108,13 +126,12 @@ func WithDetach(parent context.Context) (ctx context.Context, detach func()) {
 	return ctx, func() { cancel(errHandedOver) }
 }
 
-// Errors returned by Emitter.Emit; test with errors.Is.
+// Errors returned by an Emitter; test with errors.Is.
 var (
 	// ErrAttemptOver: the attempt has ended (cancelled, timed out, past its deadline, or
 	// Execute returned), so nothing more is recorded for it.
 	ErrAttemptOver = errors.New("engine: attempt is over")
-	// ErrInvalidEvent: the event type may not be emitted by an adapter, or its data does
-	// not have the type's shape.
+	// ErrInvalidEvent: the event's data breaks the rules of its Emitter method.
 	ErrInvalidEvent = errors.New("engine: invalid event")
 	// ErrOutputTooLarge: recording the event would take the execution past its event or
 	// output limit (Config.MaxEvents, Config.MaxOutputBytes), or one event's data is

@@ -15,19 +15,17 @@ import (
 // trivial emits one delta and one usage report and succeeds.
 type trivial struct{}
 
-var (
-	trivialDelta = protocol.OutputDeltaData{Type: "text", Text: "ok"}
-	trivialUsage = protocol.UsageReportedData{Usage: []protocol.Usage{
-		{Unit: protocol.UnitInputTokens, Quantity: 1, Source: protocol.SourceProvider},
-		{Unit: protocol.UnitOutputTokens, Quantity: 1, Source: protocol.SourceProvider},
-	}}
-)
+// trivialUsage is the usage trivial reports.
+var trivialUsage = []protocol.Usage{
+	{Unit: protocol.UnitInputTokens, Quantity: 1, Source: protocol.SourceProvider},
+	{Unit: protocol.UnitOutputTokens, Quantity: 1, Source: protocol.SourceProvider},
+}
 
 func (trivial) Execute(_ context.Context, _ engine.Attempt, em engine.Emitter) (engine.Outcome, error) {
-	if err := em.Emit(protocol.EventOutputDelta, &trivialDelta); err != nil {
+	if err := em.Text(0, "ok"); err != nil {
 		return engine.Outcome{}, err
 	}
-	if err := em.Emit(protocol.EventUsageReported, &trivialUsage); err != nil {
+	if err := em.Usage(trivialUsage); err != nil {
 		return engine.Outcome{}, err
 	}
 	return engine.Outcome{FinishReason: "stop"}, nil

@@ -35,12 +35,59 @@ type emitter struct {
 
 var _ Emitter = (*emitter)(nil)
 
-// Emit implements Emitter.
-func (em *emitter) Emit(typ protocol.EventType, data any) error {
+// Text implements Emitter.
+func (em *emitter) Text(index int, text string) error {
 	// Encoding happens before the lock: a large payload does not hold up other emits.
 	var one [1]json.RawMessage // the usual case, one event, without an allocation
-	raws, v, outBytes, err := encodeEvents(one[:0], typ, data, em.log)
-	if err != nil || raws == nil {
+	raws, err := encodeText(one[:0], index, text)
+	return em.record(protocol.EventOutputDelta, raws, int64(len(text)), nil, err)
+}
+
+// ToolStarted implements Emitter.
+func (em *emitter) ToolStarted(index int, callID, name string) error {
+	var one [1]json.RawMessage
+	raws, err := encodeToolStarted(one[:0], index, callID, name)
+	return em.record(protocol.EventToolCallStarted, raws, 0, nil, err)
+}
+
+// ToolArgs implements Emitter.
+func (em *emitter) ToolArgs(callID, delta string) error {
+	var one [1]json.RawMessage
+	raws, err := encodeToolArgs(one[:0], callID, delta)
+	return em.record(protocol.EventToolCallArgsDelta, raws, int64(len(delta)), nil, err)
+}
+
+// Progress implements Emitter.
+func (em *emitter) Progress(p protocol.ProgressData) error {
+	var one [1]json.RawMessage
+	raws, err := encodeProgress(one[:0], p)
+	return em.record(protocol.EventProgress, raws, 0, nil, err)
+}
+
+// Result implements Emitter.
+func (em *emitter) Result(r protocol.OutputResultData) error {
+	var one [1]json.RawMessage
+	raws, err := encodeResult(one[:0], r)
+	return em.record(protocol.EventOutputResult, raws, int64(len(r.Result)), nil, err)
+}
+
+// Usage implements Emitter.
+func (em *emitter) Usage(usage []protocol.Usage) error {
+	usage = validUsage(usage, em.log)
+	if len(usage) == 0 {
+		return nil
+	}
+	var one [1]json.RawMessage
+	raws, err := encodeUsage(one[:0], usage)
+	return em.record(protocol.EventUsageReported, raws, 0, usage, err)
+}
+
+// record appends one emitted event, raws its data (more than one for the pieces of a split
+// delta) and outBytes the materialized output it adds, unless its encoding failed (err)
+// or the attempt is over; usage is the entries of a usage.reported. An event too large to
+// record ends the execution with output_too_large, as the limits do.
+func (em *emitter) record(typ protocol.EventType, raws []json.RawMessage, outBytes int64, usage []protocol.Usage, err error) error {
+	if err != nil {
 		if errors.Is(err, ErrOutputTooLarge) {
 			em.w.mu.Lock()
 			if em.w.exceeded != nil && !em.closed {
@@ -55,29 +102,14 @@ func (em *emitter) Emit(typ protocol.EventType, data any) error {
 	if em.closed || em.ctx.Err() != nil {
 		return ErrAttemptOver
 	}
-	if len(raws) > 1 && em.w.limits.events > 0 && em.w.seq+uint64(len(raws))+1 > em.w.limits.events {
-		// The pieces of a split delta are recorded all or none, so that no half of an
-		// event the adapter emitted as one is stored.
-		if em.w.exceeded != nil {
-			em.w.exceeded()
-		}
-		return ErrOutputTooLarge
-	}
-	for i, raw := range raws {
-		n := int64(0)
-		if i == 0 {
-			n = outBytes // counted once, so the byte limit is checked before the first piece
-		}
-		if err := em.w.appendLocked(typ, raw, em.w.timestamp(), n); err != nil {
-			return err
-		}
+	if err := em.w.appendAllLocked(typ, raws, outBytes); err != nil {
+		return err
 	}
 	switch {
 	case typ.IsOutput() && !em.output:
 		em.output = true
 		em.obs.FirstChunk(em.deployment, time.Since(em.start))
 	case typ == protocol.EventUsageReported:
-		usage := v.(protocol.UsageReportedData).Usage
 		em.tokens.add(usage)
 		em.obs.Usage(em.deployment, usage)
 	}

@@ -31,9 +31,8 @@ const (
 func TestHappyPath(t *testing.T) {
 	a := newScript(
 		delta("Hel"),
-		// The same payload as a pointer and as raw JSON: both are accepted.
-		emit(evDelta, &protocol.OutputDeltaData{Type: "text", Text: "lo"}),
-		emit(evDelta, json.RawMessage(`{"index":0,"text":"!"}`)),
+		delta("lo"),
+		emit(evDelta, protocol.OutputDeltaData{Text: "!"}),
 		emit(evUsage, protocol.UsageReportedData{Usage: []protocol.Usage{
 			{Unit: protocol.UnitInputTokens, Quantity: 3, Source: protocol.SourceProvider},
 			{Unit: protocol.UnitOutputTokens, Quantity: 2, Source: protocol.SourceProvider},
@@ -449,7 +448,7 @@ func TestUsageValidation(t *testing.T) {
 			u(protocol.UnitOutputTokens, 5),
 		}}),
 		// Nothing valid remains: nothing is recorded.
-		emit(evUsage, &protocol.UsageReportedData{Usage: []protocol.Usage{u(protocol.UnitImages, math.Inf(-1))}}),
+		emit(evUsage, protocol.UsageReportedData{Usage: []protocol.Usage{u(protocol.UnitImages, math.Inf(-1))}}),
 	)
 	h := newHarness(t, []routing.Deployment{deployment("a")}, map[string]*script{"a": a})
 	evs := h.finish(h.Submit(request()).ID)
@@ -474,23 +473,20 @@ func TestUsageValidation(t *testing.T) {
 }
 
 func TestEmitRefusesInvalidEvents(t *testing.T) {
+	over, under, back := 100.5, -1.0, -1
 	invalid := []step{
-		emit(protocol.EventAccepted, protocol.AcceptedData{Ability: "chat"}),
-		emit(protocol.EventRouteSelected, protocol.RouteSelectedData{Attempt: 9}),
-		emit(protocol.EventAttemptFailed, protocol.AttemptFailedData{Attempt: 9}),
-		emit(protocol.EventCompleted, protocol.CompletedData{}),
-		emit(protocol.EventFailed, protocol.FailedData{Error: protocol.NewError(protocol.CodeInternal, "x")}),
-		emit("custom.event", map[string]any{}),
-		emit(evDelta, map[string]any{"index": "zero", "text": "x"}),
-		emit(evDelta, map[string]any{"text": "x", "sequence": 4}),
-		emit(evDelta, protocol.OutputDeltaData{Type: "image", Text: "x"}),
-		emit(evDelta, nil),
-		emit(evDelta, (*protocol.OutputDeltaData)(nil)),
+		emit(evDelta, protocol.OutputDeltaData{Index: -1, Text: "x"}),
 		emit(protocol.EventToolCallStarted, protocol.ToolCallStartedData{Name: "f"}),
+		emit(protocol.EventToolCallStarted, protocol.ToolCallStartedData{CallID: "c1"}),
+		emit(protocol.EventToolCallStarted, protocol.ToolCallStartedData{Index: -1, CallID: "c1", Name: "f"}),
 		emit(protocol.EventToolCallArgsDelta, protocol.ToolCallArgsDeltaData{Delta: "{"}),
 		emit(protocol.EventProgress, protocol.ProgressData{Stage: "sleeping"}),
+		emit(protocol.EventProgress, protocol.ProgressData{Stage: protocol.StageRunning, Percent: &over}),
+		emit(protocol.EventProgress, protocol.ProgressData{Stage: protocol.StageRunning, Percent: &under}),
+		emit(protocol.EventProgress, protocol.ProgressData{Stage: protocol.StageQueued, QueuePosition: &back}),
 		emit(protocol.EventOutputResult, protocol.OutputResultData{Artifacts: []protocol.Artifact{{MediaType: "image/png"}}}),
-		emit(evUsage, json.RawMessage(`[]`)),
+		emit(protocol.EventOutputResult, protocol.OutputResultData{Artifacts: []protocol.Artifact{{URI: "https://x/y.png"}}}),
+		emit(protocol.EventOutputResult, protocol.OutputResultData{Result: json.RawMessage(`{"unterminated":`)}),
 	}
 	a := newScript(append(invalid, delta("fine"))...)
 	h := newHarness(t, []routing.Deployment{deployment("a")}, map[string]*script{"a": a})
@@ -644,7 +640,7 @@ func TestAdapterErrorsAreMapped(t *testing.T) {
 		{
 			name:   "panic",
 			d:      deployment("a"),
-			script: newScript(emit(evDelta, panicker{})),
+			script: newScript(panics()),
 			code:   protocol.CodeInternal,
 			logged: "adapter panic",
 		},
@@ -678,11 +674,6 @@ func TestAdapterErrorsAreMapped(t *testing.T) {
 		})
 	}
 }
-
-// panicker panics when encoded, standing in for an adapter bug.
-type panicker struct{}
-
-func (panicker) MarshalJSON() ([]byte, error) { panic("boom") }
 
 func errorsJoin(err error) error { return errors.Join(errors.New("context"), err) }
 

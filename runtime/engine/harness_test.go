@@ -24,16 +24,45 @@ const waitTimeout = 10 * time.Second
 
 // step is one action of a scripted adapter.
 type step struct {
-	typ   protocol.EventType // emit typ with data
-	data  any
-	fail  error         // return fail
-	hang  bool          // wait for ctx to end, then return its error
-	block chan struct{} // wait for block to close, ignoring ctx
+	typ   protocol.EventType            // the type of the event emit records
+	emit  func(em engine.Emitter) error // record an event
+	fail  error                         // return fail
+	hang  bool                          // wait for ctx to end, then return its error
+	block chan struct{}                 // wait for block to close, ignoring ctx
 }
 
-func emit(typ protocol.EventType, data any) step { return step{typ: typ, data: data} }
-func fail(err error) step                        { return step{fail: err} }
-func hang() step                                 { return step{hang: true} }
+// emit returns a step that records data, a protocol payload of the event type typ,
+// through its Emitter method: the generic path of the scripts.
+func emit(typ protocol.EventType, data any) step {
+	return step{typ: typ, emit: func(em engine.Emitter) error {
+		switch d := data.(type) {
+		case protocol.OutputDeltaData:
+			if d.Type != "" && d.Type != "text" {
+				panic("scripts emit text deltas only")
+			}
+			return em.Text(d.Index, d.Text)
+		case protocol.ToolCallStartedData:
+			return em.ToolStarted(d.Index, d.CallID, d.Name)
+		case protocol.ToolCallArgsDeltaData:
+			return em.ToolArgs(d.CallID, d.Delta)
+		case protocol.ProgressData:
+			return em.Progress(d)
+		case protocol.OutputResultData:
+			return em.Result(d)
+		case protocol.UsageReportedData:
+			return em.Usage(d.Usage)
+		}
+		panic(fmt.Sprintf("no Emitter method for %T", data))
+	}}
+}
+
+// panics returns a step that panics, standing in for an adapter bug.
+func panics() step {
+	return step{emit: func(engine.Emitter) error { panic("boom") }}
+}
+
+func fail(err error) step { return step{fail: err} }
+func hang() step          { return step{hang: true} }
 
 // block returns a step that ignores ctx until the test ends (or release is called).
 func block(t *testing.T) (s step, release func()) {
@@ -49,7 +78,7 @@ func delta(text string) step {
 }
 
 // script is a scriptable fake Adapter: it runs its steps in order, records its calls,
-// what its context said when a wait ended and what every Emit returned.
+// what its context said when a wait ended and what every emit returned.
 type script struct {
 	steps  []step
 	finish string
@@ -86,7 +115,7 @@ func (s *script) Execute(ctx context.Context, a engine.Attempt, em engine.Emitte
 		case st.block != nil:
 			<-st.block
 		default:
-			err := em.Emit(st.typ, st.data)
+			err := st.emit(em)
 			s.mu.Lock()
 			s.emitErrs = append(s.emitErrs, err)
 			s.mu.Unlock()

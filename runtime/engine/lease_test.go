@@ -90,7 +90,7 @@ func newRemoteAdapter() *remoteAdapter { return &remoteAdapter{finish: make(chan
 var _ engine.Resumer = (*remoteAdapter)(nil)
 
 func (r *remoteAdapter) Execute(ctx context.Context, a engine.Attempt, em engine.Emitter) (engine.Outcome, error) {
-	if err := em.Emit(protocol.EventProgress, protocol.ProgressData{Stage: protocol.StageRunning, Message: "started"}); err != nil {
+	if err := em.Progress(protocol.ProgressData{Stage: protocol.StageRunning, Message: "started"}); err != nil {
 		return engine.Outcome{}, err
 	}
 	if err := em.RemoteJob(json.RawMessage(`{"job":"j-1"}`)); err != nil {
@@ -110,7 +110,7 @@ func (r *remoteAdapter) Resume(ctx context.Context, a engine.Attempt, handle jso
 func (r *remoteAdapter) follow(ctx context.Context, em engine.Emitter) (engine.Outcome, error) {
 	select {
 	case <-r.finish:
-		err := em.Emit(protocol.EventOutputResult, protocol.OutputResultData{Result: json.RawMessage(`"done"`)})
+		err := em.Result(protocol.OutputResultData{Result: json.RawMessage(`"done"`)})
 		return engine.Outcome{FinishReason: "succeeded"}, err
 	case <-ctx.Done():
 		r.mu.Lock()

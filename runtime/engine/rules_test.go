@@ -64,7 +64,7 @@ func TestRetryableRule(t *testing.T) {
 		{"shutdown before output", run{steps: []step{hang()}, act: shutdown}, protocol.CodeInternal, false},
 		{"shutdown after output", run{steps: []step{delta("x"), hang()}, act: shutdown}, protocol.CodeInternal, false},
 		{"output too large", run{steps: []step{delta("0123456789")}, maxBytes: 4}, protocol.CodeOutputTooLarge, false},
-		{"adapter panic", run{steps: []step{emit(protocol.EventOutputDelta, panicker{})}}, protocol.CodeInternal, false},
+		{"adapter panic", run{steps: []step{panics()}}, protocol.CodeInternal, false},
 		{"refused before sending", run{steps: []step{fail(engine.NotSent(protocol.NewError(protocol.CodeUnsupportedCapability, "cannot encode")))}}, protocol.CodeUnsupportedCapability, false},
 	}
 	for _, tt := range tests {

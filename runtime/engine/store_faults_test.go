@@ -208,7 +208,7 @@ type racer struct {
 
 func (r racer) Execute(ctx context.Context, _ engine.Attempt, em engine.Emitter) (engine.Outcome, error) {
 	r.ctxs <- ctx
-	go func() { _ = em.Emit(evDelta, protocol.OutputDeltaData{Type: "text", Text: "done"}) }()
+	go func() { _ = em.Text(0, "done") }()
 	<-r.entered
 	return engine.Outcome{FinishReason: "stop"}, nil
 }

@@ -194,6 +194,29 @@ func (w *writer) catchUpLocked(st eventstore.Status) bool {
 	return true
 }
 
+// appendAllLocked records raws, the data of one event or the pieces of one split delta,
+// as consecutive events of type typ at the next timestamp; outBytes is the materialized
+// output they add. The pieces are recorded all or none, so that no half of an event an
+// adapter emitted as one is stored.
+func (w *writer) appendAllLocked(typ protocol.EventType, raws []json.RawMessage, outBytes int64) error {
+	if len(raws) > 1 && w.limits.events > 0 && w.seq+uint64(len(raws))+1 > w.limits.events {
+		if w.exceeded != nil {
+			w.exceeded()
+		}
+		return ErrOutputTooLarge
+	}
+	for i, raw := range raws {
+		n := int64(0)
+		if i == 0 {
+			n = outBytes // counted once, so the byte limit is checked before the first piece
+		}
+		if err := w.appendLocked(typ, raw, w.timestamp(), n); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // appendLocked records one event at the next sequence. A non-terminal event is refused
 // with ErrOutputTooLarge unless it leaves room for the terminal event within the event
 // limit, or when it would take the materialized output past its limit (outBytes is

@@ -302,7 +302,7 @@ func TestEventsLiveTailAndKeepAlive(t *testing.T) {
 		time.Sleep(150 * time.Millisecond)
 		done := make(chan error, 1)
 		select {
-		case g.steps <- step{protocol.EventOutputDelta, protocol.OutputDeltaData{Type: "text", Text: "late"}, done}:
+		case g.steps <- step{"late", done}:
 			if err := <-done; err != nil {
 				t.Error(err)
 			}
@@ -413,33 +413,29 @@ func (c *killingConn) Write(p []byte) (int, error) {
 // followers tail it live as well as replay it.
 func richScript(ctx context.Context, _ engine.Attempt, emit engine.Emitter) (engine.Outcome, error) {
 	pct := 50.0
-	steps := []struct {
-		typ  protocol.EventType
-		data any
-	}{
-		{protocol.EventProgress, protocol.ProgressData{Stage: protocol.StageRunning, Percent: &pct}},
-		{protocol.EventToolCallStarted, protocol.ToolCallStartedData{Index: 1, CallID: "call_1", Name: "get_weather"}},
-		{protocol.EventToolCallArgsDelta, protocol.ToolCallArgsDeltaData{CallID: "call_1", Delta: `{"city":`}},
-		{protocol.EventToolCallArgsDelta, protocol.ToolCallArgsDeltaData{CallID: "call_1", Delta: `"Paris <&> ü"}`}},
+	steps := []func(engine.Emitter) error{
+		func(em engine.Emitter) error {
+			return em.Progress(protocol.ProgressData{Stage: protocol.StageRunning, Percent: &pct})
+		},
+		func(em engine.Emitter) error { return em.ToolStarted(1, "call_1", "get_weather") },
+		func(em engine.Emitter) error { return em.ToolArgs("call_1", `{"city":`) },
+		func(em engine.Emitter) error { return em.ToolArgs("call_1", `"Paris <&> ü"}`) },
 	}
 	for i := range 40 {
-		steps = append(steps, struct {
-			typ  protocol.EventType
-			data any
-		}{protocol.EventOutputDelta, protocol.OutputDeltaData{Index: i % 2 * 2, Type: "text", Text: fmt.Sprintf("chunk %d <b>\u2028 ", i)}})
+		steps = append(steps, func(em engine.Emitter) error {
+			return em.Text(i%2*2, fmt.Sprintf("chunk %d <b>\u2028 ", i))
+		})
 	}
 	steps = append(steps,
-		struct {
-			typ  protocol.EventType
-			data any
-		}{protocol.EventOutputResult, protocol.OutputResultData{Result: json.RawMessage(`{"answer":"<42>","list":[1,2.50]}`), Artifacts: []protocol.Artifact{{URI: "https://example.com/a.png", MediaType: "image/png"}}}},
-		struct {
-			typ  protocol.EventType
-			data any
-		}{protocol.EventUsageReported, protocol.UsageReportedData{Usage: []protocol.Usage{{Unit: protocol.UnitInputTokens, Quantity: 12, Source: protocol.SourceProvider}, {Unit: protocol.UnitOutputTokens, Quantity: 40, Source: protocol.SourceProvider}}}},
+		func(em engine.Emitter) error {
+			return em.Result(protocol.OutputResultData{Result: json.RawMessage(`{"answer":"<42>","list":[1,2.50]}`), Artifacts: []protocol.Artifact{{URI: "https://example.com/a.png", MediaType: "image/png"}}})
+		},
+		func(em engine.Emitter) error {
+			return em.Usage([]protocol.Usage{{Unit: protocol.UnitInputTokens, Quantity: 12, Source: protocol.SourceProvider}, {Unit: protocol.UnitOutputTokens, Quantity: 40, Source: protocol.SourceProvider}})
+		},
 	)
 	for i, st := range steps {
-		if err := emit.Emit(st.typ, st.data); err != nil {
+		if err := st(emit); err != nil {
 			return engine.Outcome{}, err
 		}
 		if i%5 == 0 {
@@ -634,7 +630,7 @@ func TestSlowSubscriberDropped(t *testing.T) {
 		text := strings.Repeat("x", deltaSize)
 		for range deltas {
 			t0 := time.Now()
-			if err := emit.Emit(protocol.EventOutputDelta, protocol.OutputDeltaData{Type: "text", Text: text}); err != nil {
+			if err := emit.Text(0, text); err != nil {
 				return engine.Outcome{}, err
 			}
 			if d := int64(time.Since(t0)); d > emitMax.Load() {
@@ -715,7 +711,7 @@ func TestSlowSubscriberDropped(t *testing.T) {
 		t.Fatalf("%d of %d subscribers got every event", n, subscribers)
 	}
 	if m := time.Duration(emitMax.Load()); m >= writeTimeout {
-		t.Errorf("an Emit took %v: the producer waited for a reader", m)
+		t.Errorf("an emit took %v: the producer waited for a reader", m)
 	}
 
 	// What the stalled subscriber can still read ends before the terminal event.

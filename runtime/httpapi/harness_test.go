@@ -161,7 +161,7 @@ func (e *env) setScript(s script) { e.script.Store(&s) }
 func reply(texts ...string) script {
 	return func(ctx context.Context, _ engine.Attempt, emit engine.Emitter) (engine.Outcome, error) {
 		for _, text := range texts {
-			if err := emit.Emit(protocol.EventOutputDelta, protocol.OutputDeltaData{Type: "text", Text: text}); err != nil {
+			if err := emit.Text(0, text); err != nil {
 				return engine.Outcome{}, err
 			}
 		}
@@ -175,14 +175,13 @@ func hang(ctx context.Context, _ engine.Attempt, _ engine.Emitter) (engine.Outco
 	return engine.Outcome{}, ctx.Err()
 }
 
-// gate is a script driven by the test: every value sent on steps is emitted; closing
+// gate is a script driven by the test: every text sent on steps is emitted; closing
 // steps completes the attempt.
 type gate struct{ steps chan step }
 
 type step struct {
-	typ  protocol.EventType
-	data any
-	done chan error // receives Emit's result, if not nil
+	text string
+	done chan error // receives the emit's result, if not nil
 }
 
 func newGate() *gate { return &gate{steps: make(chan step)} }
@@ -196,7 +195,7 @@ func (g *gate) script(ctx context.Context, _ engine.Attempt, emit engine.Emitter
 			if !ok {
 				return engine.Outcome{FinishReason: "stop"}, nil
 			}
-			err := emit.Emit(st.typ, st.data)
+			err := emit.Text(0, st.text)
 			if st.done != nil {
 				st.done <- err
 			}
@@ -204,23 +203,18 @@ func (g *gate) script(ctx context.Context, _ engine.Attempt, emit engine.Emitter
 	}
 }
 
-// emit makes the gated attempt emit one event and waits until it is recorded.
-func (g *gate) emit(t testing.TB, typ protocol.EventType, data any) {
+// delta makes the gated attempt emit text and waits until it is recorded.
+func (g *gate) delta(t testing.TB, text string) {
 	t.Helper()
 	done := make(chan error, 1)
 	select {
-	case g.steps <- step{typ, data, done}:
+	case g.steps <- step{text, done}:
 	case <-time.After(waitTimeout):
 		t.Fatal("the gated attempt is not running")
 	}
 	if err := <-done; err != nil {
-		t.Fatalf("emit %s: %v", typ, err)
+		t.Fatalf("emit %q: %v", text, err)
 	}
-}
-
-func (g *gate) delta(t testing.TB, text string) {
-	t.Helper()
-	g.emit(t, protocol.EventOutputDelta, protocol.OutputDeltaData{Type: "text", Text: text})
 }
 
 // finish completes the gated attempt.

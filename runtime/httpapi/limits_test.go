@@ -142,10 +142,10 @@ func TestLargestEventReachesTheClient(t *testing.T) {
 	result := json.RawMessage(`"` + strings.Repeat("r", protocol.MaxEventBytes-64) + `"`)
 	text := strings.Repeat("\u0001é", protocol.MaxEventBytes/3)
 	e.setScript(func(_ context.Context, _ engine.Attempt, emit engine.Emitter) (engine.Outcome, error) {
-		if err := emit.Emit(protocol.EventOutputDelta, protocol.OutputDeltaData{Type: "text", Text: text}); err != nil {
+		if err := emit.Text(0, text); err != nil {
 			return engine.Outcome{}, err
 		}
-		if err := emit.Emit(protocol.EventOutputResult, protocol.OutputResultData{Result: result}); err != nil {
+		if err := emit.Result(protocol.OutputResultData{Result: result}); err != nil {
 			return engine.Outcome{}, err
 		}
 		return engine.Outcome{FinishReason: "stop"}, nil

@@ -41,13 +41,13 @@ func (g gated) Execute(ctx context.Context, _ engine.Attempt, em engine.Emitter)
 			return engine.Outcome{}, ctx.Err()
 		}
 	}
-	if err := em.Emit(protocol.EventOutputDelta, protocol.OutputDeltaData{Text: "ok"}); err != nil {
+	if err := em.Text(0, "ok"); err != nil {
 		return engine.Outcome{}, err
 	}
-	err := em.Emit(protocol.EventUsageReported, protocol.UsageReportedData{Usage: []protocol.Usage{
+	err := em.Usage([]protocol.Usage{
 		{Unit: protocol.UnitInputTokens, Quantity: 12, Source: protocol.SourceProvider},
 		{Unit: protocol.UnitOutputTokens, Quantity: 1, Source: protocol.SourceProvider},
-	}})
+	})
 	return engine.Outcome{FinishReason: "stop"}, err
 }
 

@@ -163,7 +163,7 @@ func (a *adapter) Execute(ctx context.Context, at engine.Attempt, emit engine.Em
 	}
 	defer resp.Body.Close()
 
-	r := &reader{emit: emit, log: log, secret: a.cred.Reveal()}
+	r := &reader{Events: providerhttp.NewEvents(emit), log: log, secret: a.cred.Reveal()}
 	r.requestID = r.clean(resp.Header.Get("request-id"))
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		return engine.Outcome{}, r.httpFailure(resp)

@@ -83,7 +83,7 @@ func (r *reader) failure(status int, e *apiError, h http.Header) providerhttp.Fa
 func (r *reader) malformed(what string) error {
 	r.log.Info("Provider sent an unreadable response", "part", what, "requestID", r.requestID)
 	e := protocol.NewError(protocol.CodeProviderUnavailable, "the provider's response could not be read")
-	e.Retryable = !r.emitted
+	e.Retryable = !r.Output()
 	e.ProviderError = &protocol.ProviderError{Provider: Provider, RequestID: r.requestID}
 	return e
 }

@@ -7,7 +7,6 @@ import (
 	"strings"
 
 	"github.com/switchboard-dev/switchboard/runtime/engine"
-	"github.com/switchboard-dev/switchboard/runtime/protocol"
 	"github.com/switchboard-dev/switchboard/runtime/providers/providerhttp"
 )
 
@@ -50,7 +49,7 @@ func (r *reader) readMessage(ctx context.Context, body io.Reader) (engine.Outcom
 			text.WriteString(b.Text)
 		}
 	}
-	if err := r.text(text.String()); err != nil {
+	if err := r.Text(text.String()); err != nil {
 		return engine.Outcome{}, err
 	}
 	calls := 0
@@ -62,15 +61,15 @@ func (r *reader) readMessage(ctx context.Context, body io.Reader) (engine.Outcom
 		if !ok {
 			return engine.Outcome{}, r.malformed("tool_use block")
 		}
-		if err := r.send(protocol.EventToolCallStarted, protocol.ToolCallStartedData{Index: calls, CallID: id, Name: name}); err != nil {
+		if err := r.ToolStarted(calls, id, name); err != nil {
 			return engine.Outcome{}, err
 		}
 		calls++
-		if err := r.send(protocol.EventToolCallArgsDelta, protocol.ToolCallArgsDeltaData{CallID: id, Delta: providerhttp.ObjectText(b.Input)}); err != nil {
+		if err := r.ToolArgs(id, providerhttp.ObjectText(b.Input)); err != nil {
 			return engine.Outcome{}, err
 		}
 	}
-	if err := r.reportUsage(m.Usage.tokens()); err != nil {
+	if err := r.Usage(m.Usage.tokens()); err != nil {
 		return engine.Outcome{}, err
 	}
 	r.answeredBy(m.Model)

@@ -2,12 +2,10 @@ package anthropic
 
 import (
 	"encoding/json"
-	"fmt"
 
 	"github.com/go-logr/logr"
 
 	"github.com/switchboard-dev/switchboard/runtime/engine"
-	"github.com/switchboard-dev/switchboard/runtime/protocol"
 	"github.com/switchboard-dev/switchboard/runtime/providers/providerhttp"
 )
 
@@ -15,19 +13,14 @@ import (
 // content_filtered instead of becoming a finish reason.
 const stopRefusal = "refusal"
 
-// textIndex is the output part of all text: every text block of an answer folds into
-// output part 0, so a streamed and a non-streamed answer materialize to the same snapshot.
-const textIndex = 0
-
 // reader turns one provider response into event data and the attempt's result. It holds
 // the state both the streaming and the non-streaming paths share.
 type reader struct {
-	emit      engine.Emitter
+	providerhttp.Events
 	log       logr.Logger
 	secret    string // the credential, only to drop provider identifiers that echo it
 	requestID string // the request-id response header
 	model     string // the model the response names (gen_ai.response.model)
-	emitted   bool   // an output or tool event was recorded
 }
 
 // answeredBy keeps the model name the response gives, when it is an identifier.
@@ -50,35 +43,6 @@ func (r *reader) clean(s string) string {
 func (r *reader) toolCall(id, name string) (string, string, bool) {
 	id, name = r.clean(id), providerhttp.ToolName(name, r.secret)
 	return id, name, id != "" && name != ""
-}
-
-// send records one event. Its error (attempt over, store failure) ends the attempt: the
-// engine decides the outcome from its own state, and the text names only the event type.
-func (r *reader) send(typ protocol.EventType, data any) error {
-	if err := r.emit.Emit(typ, data); err != nil {
-		return fmt.Errorf("record %s: %w", typ, err)
-	}
-	if typ.IsOutput() {
-		r.emitted = true
-	}
-	return nil
-}
-
-// text records a text fragment; empty fragments carry nothing and are skipped.
-func (r *reader) text(s string) error {
-	if s == "" {
-		return nil
-	}
-	return r.send(protocol.EventOutputDelta, protocol.OutputDeltaData{Index: textIndex, Type: "text", Text: s})
-}
-
-// reportUsage records the attempt's single usage.reported, if the provider reported any.
-func (r *reader) reportUsage(u providerhttp.Tokens) error {
-	entries := u.Entries()
-	if len(entries) == 0 {
-		return nil
-	}
-	return r.send(protocol.EventUsageReported, protocol.UsageReportedData{Usage: entries})
 }
 
 // finish turns the stop reason into the attempt's result: a refusal is content_filtered

@@ -6,7 +6,6 @@ import (
 	"io"
 
 	"github.com/switchboard-dev/switchboard/runtime/engine"
-	"github.com/switchboard-dev/switchboard/runtime/protocol"
 	"github.com/switchboard-dev/switchboard/runtime/providers/providerhttp"
 	"github.com/switchboard-dev/switchboard/runtime/sse"
 )
@@ -82,7 +81,7 @@ func (r *reader) readStream(ctx context.Context, body io.Reader) (engine.Outcome
 			break
 		}
 	}
-	if err := r.reportUsage(st.usage); err != nil {
+	if err := r.Usage(st.usage); err != nil {
 		return engine.Outcome{}, err
 	}
 	return r.finish(st.stopReason)
@@ -98,12 +97,12 @@ func (r *reader) streamEnded(ctx context.Context, err error) error {
 	case errors.Is(err, sse.ErrFrameTooLarge):
 		return r.malformed("stream frame too large")
 	case errors.Is(err, io.EOF):
-		r.log.Info("Provider stream ended without message_stop", "requestID", r.requestID, "output", r.emitted)
+		r.log.Info("Provider stream ended without message_stop", "requestID", r.requestID, "output", r.Output())
 	default:
 		// A connection cut mid-stream is a truncated stream too.
-		r.log.Info("Provider stream broke off", "error", err, "requestID", r.requestID, "output", r.emitted)
+		r.log.Info("Provider stream broke off", "error", err, "requestID", r.requestID, "output", r.Output())
 	}
-	return providerhttp.Truncated(Provider, r.emitted)
+	return providerhttp.Truncated(Provider, r.Output())
 }
 
 // handled lists the event types the adapter acts on; others are skipped, as the API's
@@ -153,8 +152,8 @@ func (r *reader) handle(st *streamState, event string, data []byte) (done bool, 
 		f := r.failure(0, &ae, nil)
 		// As for a truncated stream: after output the attempt cannot be retried
 		// without repeating it, and the flag tells callers the truth.
-		f.InStream, f.AfterOutput = true, r.emitted
-		r.log.Info("Provider stream reported an error", "type", f.Type, "requestID", f.RequestID, "output", r.emitted)
+		f.InStream, f.AfterOutput = true, r.Output()
+		r.log.Info("Provider stream reported an error", "type", f.Type, "requestID", f.RequestID, "output", r.Output())
 		return false, f.Error()
 	}
 	return false, nil
@@ -168,7 +167,7 @@ func (r *reader) blockStart(st *streamState, index int, cb *responseBlock) error
 	case "text":
 		st.blocks[index] = &block{kind: blockText}
 		// The API opens text blocks empty; text here would still be output.
-		return r.text(cb.Text)
+		return r.Text(cb.Text)
 	case "tool_use":
 		id, name, ok := r.toolCall(cb.ID, cb.Name)
 		if !ok {
@@ -177,7 +176,7 @@ func (r *reader) blockStart(st *streamState, index int, cb *responseBlock) error
 		st.blocks[index] = &block{kind: blockTool, callID: id}
 		idx := st.calls
 		st.calls++
-		return r.send(protocol.EventToolCallStarted, protocol.ToolCallStartedData{Index: idx, CallID: id, Name: name})
+		return r.ToolStarted(idx, id, name)
 	}
 	st.blocks[index] = &block{kind: blockOther}
 	return nil
@@ -193,7 +192,7 @@ func (r *reader) blockDelta(st *streamState, index int, d *streamDelta) error {
 		if b != nil && b.kind != blockText {
 			return nil
 		}
-		return r.text(d.Text)
+		return r.Text(d.Text)
 	case "input_json_delta":
 		// Only client tool_use blocks are tool calls; server tools stream their input the
 		// same way and are skipped. Empty fragments carry nothing.
@@ -201,7 +200,7 @@ func (r *reader) blockDelta(st *streamState, index int, d *streamDelta) error {
 			return nil
 		}
 		b.args = true
-		return r.send(protocol.EventToolCallArgsDelta, protocol.ToolCallArgsDeltaData{CallID: b.callID, Delta: d.PartialJSON})
+		return r.ToolArgs(b.callID, d.PartialJSON)
 	}
 	return nil // thinking, signature, citations: not output of this protocol
 }
@@ -212,7 +211,7 @@ func (r *reader) blockStop(st *streamState, index int) error {
 		// A call without input fragments has the empty object as input (the block opened
 		// with "input":{}); say so, as the non-streaming mapping does.
 		b.args = true
-		return r.send(protocol.EventToolCallArgsDelta, protocol.ToolCallArgsDeltaData{CallID: b.callID, Delta: "{}"})
+		return r.ToolArgs(b.callID, "{}")
 	}
 	return nil
 }

@@ -236,7 +236,7 @@ func (a *adapter) Execute(ctx context.Context, at engine.Attempt, emit engine.Em
 	}
 	defer resp.Body.Close()
 
-	r := &reader{emit: emit, log: log, secrets: a.cred.parts()}
+	r := &reader{Events: providerhttp.NewEvents(emit), log: log, secrets: a.cred.parts()}
 	r.requestID = r.clean(resp.Header.Get(headerRequestID))
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		return engine.Outcome{}, r.httpFailure(resp)

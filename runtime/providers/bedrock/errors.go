@@ -121,8 +121,8 @@ func (r *reader) exceptionFailure(typ string) error {
 		status = ex.status
 	}
 	f := r.failure(status, typ, nil)
-	f.InStream, f.AfterOutput = true, r.emitted
-	r.log.Info("Provider stream reported an exception", "type", f.Type, "requestID", f.RequestID, "output", r.emitted)
+	f.InStream, f.AfterOutput = true, r.Output()
+	r.log.Info("Provider stream reported an exception", "type", f.Type, "requestID", f.RequestID, "output", r.Output())
 	return f.Error()
 }
 
@@ -132,7 +132,7 @@ func (r *reader) exceptionFailure(typ string) error {
 func (r *reader) malformed(what string) error {
 	r.log.Info("Provider sent an unreadable response", "part", what, "requestID", r.requestID)
 	e := protocol.NewError(protocol.CodeProviderUnavailable, "the provider's response could not be read")
-	e.Retryable = !r.emitted
+	e.Retryable = !r.Output()
 	e.ProviderError = &protocol.ProviderError{Provider: Provider, RequestID: r.requestID}
 	return e
 }

@@ -3,42 +3,17 @@ package bedrock
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"path/filepath"
 	"testing"
 
 	"github.com/go-logr/logr"
 
+	"github.com/switchboard-dev/switchboard/runtime/engine/enginetest"
 	"github.com/switchboard-dev/switchboard/runtime/protocol"
+	"github.com/switchboard-dev/switchboard/runtime/providers/providerhttp"
+	"github.com/switchboard-dev/switchboard/runtime/providers/providertest"
 )
-
-// checkingEmitter records event types and checks that every payload folds into a
-// snapshot, as the engine's emitter requires.
-type checkingEmitter struct {
-	t     *testing.T
-	types []protocol.EventType
-	snap  protocol.Snapshot
-}
-
-// RemoteJob fails the test: a streaming adapter has no remote job to record.
-func (e *checkingEmitter) RemoteJob(json.RawMessage) error {
-	e.t.Fatal("a streaming adapter recorded a remote job")
-	return nil
-}
-
-func (e *checkingEmitter) Emit(typ protocol.EventType, data any) error {
-	b, err := json.Marshal(data)
-	if err != nil {
-		e.t.Fatalf("encode %s: %v", typ, err)
-	}
-	e.types = append(e.types, typ)
-	ev := protocol.Event{Sequence: uint64(len(e.types)), Type: typ, Data: b}
-	if err := e.snap.Apply(ev); err != nil {
-		e.t.Fatalf("event %s does not fold: %v", typ, err)
-	}
-	return nil
-}
 
 // FuzzReadStream feeds arbitrary bodies to the event-stream reader. Seeds are the
 // checked-in stream scripts (testdata/streams/*.json) encoded with the SDK's Encoder,
@@ -71,26 +46,22 @@ func FuzzReadStream(f *testing.F) {
 
 	const secret = "sk-fuzz-secret"
 	f.Fuzz(func(t *testing.T, body []byte) {
-		em := &checkingEmitter{t: t, snap: protocol.NewSnapshot("")}
-		r := &reader{emit: em, log: logr.Discard(), secrets: []string{secret}}
+		rec := &enginetest.Recorder{}
+		r := &reader{Events: providerhttp.NewEvents(rec), log: logr.Discard(), secrets: []string{secret}}
 		_, err := r.readStream(context.Background(), bytes.NewReader(body), nil)
 		if err != nil {
 			var pe *protocol.Error
 			if !errors.As(err, &pe) || !pe.Code.Known() {
 				t.Fatalf("error %T %v is not a portable error", err, err)
 			}
-			if r.emitted && pe.Retryable {
+			if r.Output() && pe.Retryable {
 				t.Fatalf("retryable %s after output", pe.Code)
 			}
 		} else if !bytes.Contains(body, []byte(evStop)) {
 			t.Fatal("succeeded without messageStop")
 		}
-		for i, typ := range em.types {
-			if typ == protocol.EventUsageReported && i != len(em.types)-1 {
-				t.Fatal("usage.reported is not the last event")
-			}
-		}
-		for _, c := range em.snap.ToolCalls {
+		snap := providertest.CheckAnswer(t, rec)
+		for _, c := range snap.ToolCalls {
 			if bytes.Contains([]byte(c.CallID+c.Name), []byte(secret)) {
 				t.Fatal("a secret reached a tool call")
 			}

@@ -7,7 +7,6 @@ import (
 	"strings"
 
 	"github.com/switchboard-dev/switchboard/runtime/engine"
-	"github.com/switchboard-dev/switchboard/runtime/protocol"
 	"github.com/switchboard-dev/switchboard/runtime/providers/providerhttp"
 )
 
@@ -62,7 +61,7 @@ func (r *reader) readMessage(ctx context.Context, body io.Reader) (engine.Outcom
 			text.WriteString(*b.Text)
 		}
 	}
-	if err := r.text(text.String()); err != nil {
+	if err := r.Text(text.String()); err != nil {
 		return engine.Outcome{}, err
 	}
 	calls := 0
@@ -74,11 +73,11 @@ func (r *reader) readMessage(ctx context.Context, body io.Reader) (engine.Outcom
 			return engine.Outcome{}, err
 		}
 		calls++
-		if err := r.send(protocol.EventToolCallArgsDelta, protocol.ToolCallArgsDeltaData{CallID: b.ToolUse.ToolUseID, Delta: providerhttp.ObjectText(b.ToolUse.Input)}); err != nil {
+		if err := r.ToolArgs(b.ToolUse.ToolUseID, providerhttp.ObjectText(b.ToolUse.Input)); err != nil {
 			return engine.Outcome{}, err
 		}
 	}
-	if err := r.reportUsage(m.Usage.tokens()); err != nil {
+	if err := r.Usage(m.Usage.tokens()); err != nil {
 		return engine.Outcome{}, err
 	}
 	return r.finish(m.StopReason)

@@ -1,12 +1,9 @@
 package bedrock
 
 import (
-	"fmt"
-
 	"github.com/go-logr/logr"
 
 	"github.com/switchboard-dev/switchboard/runtime/engine"
-	"github.com/switchboard-dev/switchboard/runtime/protocol"
 	"github.com/switchboard-dev/switchboard/runtime/providers/providerhttp"
 )
 
@@ -17,43 +14,18 @@ const (
 	stopContentFiltered = "content_filtered"
 )
 
-// textIndex is the output part of all text: every text block of an answer folds into
-// output part 0, so a streamed and a non-streamed answer materialize to the same snapshot.
-const textIndex = 0
-
 // reader turns one provider response into event data and the attempt's result. It holds
 // the state both the streaming and the non-streaming paths share.
 type reader struct {
-	emit      engine.Emitter
+	providerhttp.Events
 	log       logr.Logger
 	secrets   []string // the credential's parts, only to drop identifiers that echo them
 	requestID string   // the x-amzn-RequestId response header
-	emitted   bool     // an output or tool event was recorded
 }
 
 // clean returns a provider-supplied identifier (request id, error type, stop reason, tool
 // call id) when it looks like one and contains no part of the credential, else "".
 func (r *reader) clean(s string) string { return providerhttp.Identifier(s, r.secrets...) }
-
-// send records one event. Its error (attempt over, store failure) ends the attempt: the
-// engine decides the outcome from its own state, and the text names only the event type.
-func (r *reader) send(typ protocol.EventType, data any) error {
-	if err := r.emit.Emit(typ, data); err != nil {
-		return fmt.Errorf("record %s: %w", typ, err)
-	}
-	if typ.IsOutput() {
-		r.emitted = true
-	}
-	return nil
-}
-
-// text records a text fragment; empty fragments carry nothing and are skipped.
-func (r *reader) text(s string) error {
-	if s == "" {
-		return nil
-	}
-	return r.send(protocol.EventOutputDelta, protocol.OutputDeltaData{Index: textIndex, Type: "text", Text: s})
-}
 
 // toolStarted records a tool call's start, after checking the provider's id and name:
 // the id must fit the documented toolUseId pattern and the name the tool name pattern
@@ -63,16 +35,7 @@ func (r *reader) toolStarted(index int, id, name string) error {
 	if !toolUseIDRE.MatchString(id) || r.clean(id) != id || providerhttp.ToolName(name, r.secrets...) == "" {
 		return r.malformed("toolUse block")
 	}
-	return r.send(protocol.EventToolCallStarted, protocol.ToolCallStartedData{Index: index, CallID: id, Name: name})
-}
-
-// reportUsage records the attempt's single usage.reported, if the provider reported any.
-func (r *reader) reportUsage(u providerhttp.Tokens) error {
-	entries := u.Entries()
-	if len(entries) == 0 {
-		return nil
-	}
-	return r.send(protocol.EventUsageReported, protocol.UsageReportedData{Usage: entries})
+	return r.ToolStarted(index, id, name)
 }
 
 // finish turns the stop reason into the attempt's result. A guardrail intervention or a

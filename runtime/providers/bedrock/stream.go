@@ -13,7 +13,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws/protocol/eventstream/eventstreamapi"
 
 	"github.com/switchboard-dev/switchboard/runtime/engine"
-	"github.com/switchboard-dev/switchboard/runtime/protocol"
 	"github.com/switchboard-dev/switchboard/runtime/providers/providerhttp"
 )
 
@@ -185,7 +184,7 @@ func (r *reader) readStream(ctx context.Context, body io.Reader, stop func()) (e
 			stop = nil // armed once
 		}
 	}
-	if err := r.reportUsage(st.usage); err != nil {
+	if err := r.Usage(st.usage); err != nil {
 		return engine.Outcome{}, err
 	}
 	return r.finish(st.stopReason)
@@ -203,12 +202,12 @@ func (r *reader) streamEnded(ctx context.Context, err error) error {
 	case errors.Is(err, errFrameInvalid):
 		return r.malformed("event-stream frame")
 	case errors.Is(err, io.EOF):
-		r.log.Info("Provider stream ended without messageStop", "requestID", r.requestID, "output", r.emitted)
+		r.log.Info("Provider stream ended without messageStop", "requestID", r.requestID, "output", r.Output())
 	default:
 		// A connection cut mid-stream (or mid-frame) is a truncated stream too.
-		r.log.Info("Provider stream broke off", "error", err, "requestID", r.requestID, "output", r.emitted)
+		r.log.Info("Provider stream broke off", "error", err, "requestID", r.requestID, "output", r.Output())
 	}
-	return providerhttp.Truncated(Provider, r.emitted)
+	return providerhttp.Truncated(Provider, r.Output())
 }
 
 // handle applies one message. After messageStop only metadata is taken.
@@ -280,7 +279,7 @@ func (r *reader) blockDelta(st *streamState, e *streamEvent) error {
 		if b != nil {
 			return nil // text is never part of a tool call
 		}
-		return r.text(*d.Text)
+		return r.Text(*d.Text)
 	case d.ToolUse != nil:
 		// Fragments of a block that did not start as a toolUse are not a call; empty
 		// fragments carry nothing.
@@ -288,7 +287,7 @@ func (r *reader) blockDelta(st *streamState, e *streamEvent) error {
 			return nil
 		}
 		b.args = true
-		return r.send(protocol.EventToolCallArgsDelta, protocol.ToolCallArgsDeltaData{CallID: b.callID, Delta: d.ToolUse.Input})
+		return r.ToolArgs(b.callID, d.ToolUse.Input)
 	}
 	return nil // reasoningContent, citation, image, toolResult: not output of this protocol
 }
@@ -300,5 +299,5 @@ func (r *reader) closeTool(b *toolBlock) error {
 		return nil
 	}
 	b.args = true
-	return r.send(protocol.EventToolCallArgsDelta, protocol.ToolCallArgsDeltaData{CallID: b.callID, Delta: "{}"})
+	return r.ToolArgs(b.callID, "{}")
 }

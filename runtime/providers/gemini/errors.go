@@ -72,8 +72,8 @@ func (r *reader) inStreamFailure(st *rpcStatus) error {
 	}
 	f := r.failure(status, st, nil)
 	// The HTTP status was 200; the code lives in the error object.
-	f.InStream, f.AfterOutput = true, r.emitted
-	r.log.Info("Provider stream reported an error", "code", st.Code, "type", f.Type, "reason", f.Code, "output", r.emitted)
+	f.InStream, f.AfterOutput = true, r.Output()
+	r.log.Info("Provider stream reported an error", "code", st.Code, "type", f.Type, "reason", f.Code, "output", r.Output())
 	return f.Error()
 }
 

@@ -12,35 +12,11 @@ import (
 	"github.com/go-logr/logr"
 
 	"github.com/switchboard-dev/switchboard/runtime/engine"
+	"github.com/switchboard-dev/switchboard/runtime/engine/enginetest"
 	"github.com/switchboard-dev/switchboard/runtime/protocol"
+	"github.com/switchboard-dev/switchboard/runtime/providers/providerhttp"
+	"github.com/switchboard-dev/switchboard/runtime/providers/providertest"
 )
-
-// checkingEmitter records event types and checks that every payload folds into a
-// snapshot, as the engine's emitter requires.
-type checkingEmitter struct {
-	t     *testing.T
-	types []protocol.EventType
-	snap  protocol.Snapshot
-}
-
-// RemoteJob fails the test: this adapter has no remote job to record.
-func (e *checkingEmitter) RemoteJob(json.RawMessage) error {
-	e.t.Fatal("the gemini adapter recorded a remote job")
-	return nil
-}
-
-func (e *checkingEmitter) Emit(typ protocol.EventType, data any) error {
-	b, err := json.Marshal(data)
-	if err != nil {
-		e.t.Fatalf("encode %s: %v", typ, err)
-	}
-	e.types = append(e.types, typ)
-	ev := protocol.Event{Sequence: uint64(len(e.types)), Type: typ, Data: b}
-	if err := e.snap.Apply(ev); err != nil {
-		e.t.Fatalf("event %s does not fold: %v", typ, err)
-	}
-	return nil
-}
 
 // fuzzSecret stands for the credential in the fuzz targets.
 const fuzzSecret = "AIzaSyFuzzSecret0123456789"
@@ -62,14 +38,15 @@ func seeds(f *testing.F, pattern string) {
 
 // checkResult holds the invariants of any read: a failure is a known portable error,
 // never retryable after output; success needs a finish reason in the body; usage is
-// reported at most once, last; no event, error or outcome holds the secret.
-func checkResult(t *testing.T, r *reader, em *checkingEmitter, body []byte, out engine.Outcome, err error) {
+// reported at most once, last, and every event folds; no error or outcome holds the
+// secret.
+func checkResult(t *testing.T, r *reader, rec *enginetest.Recorder, body []byte, out engine.Outcome, err error) {
 	if err != nil {
 		var pe *protocol.Error
 		if !errors.As(err, &pe) || !pe.Code.Known() {
 			t.Fatalf("error %T %v is not a portable error", err, err)
 		}
-		if r.emitted && pe.Retryable {
+		if r.Output() && pe.Retryable {
 			t.Fatalf("retryable %s after output", pe.Code)
 		}
 		if b, _ := json.Marshal(pe); bytes.Contains(b, []byte(fuzzSecret)) {
@@ -82,18 +59,7 @@ func checkResult(t *testing.T, r *reader, em *checkingEmitter, body []byte, out 
 	if bytes.Contains([]byte(out.FinishReason+out.ResponseModel), []byte(fuzzSecret)) {
 		t.Fatal("the outcome holds the secret")
 	}
-	usage := 0
-	for i, typ := range em.types {
-		if typ == protocol.EventUsageReported {
-			usage++
-			if i != len(em.types)-1 {
-				t.Fatal("usage.reported is not the last event")
-			}
-		}
-	}
-	if usage > 1 {
-		t.Fatalf("usage reported %d times", usage)
-	}
+	providertest.CheckAnswer(t, rec)
 }
 
 // FuzzReadStream feeds arbitrary bodies to the stream reader. Seeds are the checked-in
@@ -101,10 +67,10 @@ func checkResult(t *testing.T, r *reader, em *checkingEmitter, body []byte, out 
 func FuzzReadStream(f *testing.F) {
 	seeds(f, "*.sse")
 	f.Fuzz(func(t *testing.T, body []byte) {
-		em := &checkingEmitter{t: t, snap: protocol.NewSnapshot("")}
-		r := &reader{provider: ProviderGemini, emit: em, log: logr.Discard(), secrets: []string{fuzzSecret}}
+		rec := &enginetest.Recorder{}
+		r := &reader{Events: providerhttp.NewEvents(rec), provider: ProviderGemini, log: logr.Discard(), secrets: []string{fuzzSecret}}
 		out, err := r.readStream(context.Background(), bytes.NewReader(body), nil)
-		checkResult(t, r, em, body, out, err)
+		checkResult(t, r, rec, body, out, err)
 	})
 }
 
@@ -114,9 +80,9 @@ func FuzzReadWhole(f *testing.F) {
 	seeds(f, "*.json")
 	seeds(f, filepath.Join("errors", "*.json"))
 	f.Fuzz(func(t *testing.T, body []byte) {
-		em := &checkingEmitter{t: t, snap: protocol.NewSnapshot("")}
-		r := &reader{provider: ProviderVertex, emit: em, log: logr.Discard(), secrets: []string{fuzzSecret}}
+		rec := &enginetest.Recorder{}
+		r := &reader{Events: providerhttp.NewEvents(rec), provider: ProviderVertex, log: logr.Discard(), secrets: []string{fuzzSecret}}
 		out, err := r.readWhole(context.Background(), bytes.NewReader(body))
-		checkResult(t, r, em, body, out, err)
+		checkResult(t, r, rec, body, out, err)
 	})
 }

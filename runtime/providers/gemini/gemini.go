@@ -245,7 +245,7 @@ func (a *adapter) Execute(ctx context.Context, at engine.Attempt, emit engine.Em
 		return engine.Outcome{}, engine.NotSent(invalid("the request could not be encoded for the provider"))
 	}
 
-	r := &reader{provider: a.provider, emit: emit, log: log}
+	r := &reader{Events: providerhttp.NewEvents(emit), provider: a.provider, log: log}
 	var token string
 	if a.tokens != nil {
 		tok, terr := a.tokens.token(ctx, a.provider, log)

@@ -567,15 +567,15 @@ type counter struct{ n atomic.Int32 }
 
 func (c *counter) inc() int { return int(c.n.Add(1)) }
 
-// watchingRecorder is a Recorder that closes first when the first event is recorded.
+// watchingRecorder is a Recorder that closes first when the first text is recorded.
 type watchingRecorder struct {
 	enginetest.Recorder
 	first chan struct{}
 	once  sync.Once
 }
 
-func (w *watchingRecorder) Emit(typ protocol.EventType, data any) error {
-	err := w.Recorder.Emit(typ, data)
+func (w *watchingRecorder) Text(index int, text string) error {
+	err := w.Recorder.Text(index, text)
 	w.once.Do(func() { close(w.first) })
 	return err
 }

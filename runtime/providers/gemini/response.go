@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"strconv"
 	"strings"
@@ -31,10 +30,6 @@ const maxResponseBody = 16 << 20
 // otherwise hold a complete answer until the attempt's context ends, turning it into a
 // timeout; after the grace the body is closed and the answer completes with what it had.
 const finishGrace = 2 * time.Second
-
-// textIndex is the output part of all text: every text part of an answer folds into
-// output part 0, so a streamed and a non-streamed answer materialize to the same snapshot.
-const textIndex = 0
 
 // Finish and block reasons with a meaning of their own. Any other finish reason
 // completes the attempt with it as the provider named it.
@@ -127,15 +122,14 @@ func sum(a, b *float64) *float64 {
 // reader turns one response into event data and the attempt's result. It holds the
 // state the streaming and the non-streaming paths share.
 type reader struct {
+	providerhttp.Events
 	provider string
-	emit     engine.Emitter
 	log      logr.Logger
 	// secrets are the credential's values a provider identifier must not contain (the
 	// API key; the access token and the key's id).
 	secrets    []string
 	responseID string // the answer's responseId, reported as provider_error.request_id
 	model      string // modelVersion (gen_ai.response.model)
-	emitted    bool   // an output or tool event was recorded
 
 	finish  string          // candidate 0's finishReason, once sent
 	blocked string          // promptFeedback.blockReason, once sent
@@ -150,26 +144,6 @@ type reader struct {
 // no secret (providerhttp.Identifier).
 func (r *reader) clean(s string) string {
 	return providerhttp.Identifier(s, r.secrets...)
-}
-
-// send records one event. Its error (attempt over, store failure) ends the attempt: the
-// engine decides the outcome from its own state, and the text names only the event type.
-func (r *reader) send(typ protocol.EventType, data any) error {
-	if err := r.emit.Emit(typ, data); err != nil {
-		return fmt.Errorf("record %s: %w", typ, err)
-	}
-	if typ.IsOutput() {
-		r.emitted = true
-	}
-	return nil
-}
-
-// text records a text fragment; empty fragments carry nothing and are skipped.
-func (r *reader) text(s string) error {
-	if s == "" {
-		return nil
-	}
-	return r.send(protocol.EventOutputDelta, protocol.OutputDeltaData{Index: textIndex, Type: "text", Text: s})
 }
 
 // readStream reads a streamGenerateContent answer with alt=sse: one GenerateContentResponse
@@ -229,12 +203,12 @@ func (r *reader) streamEnded(ctx context.Context, err error) (engine.Outcome, er
 		}
 		return r.end()
 	case errors.Is(err, io.EOF):
-		r.log.Info("Provider stream ended without a finish reason", "responseID", r.responseID, "output", r.emitted)
+		r.log.Info("Provider stream ended without a finish reason", "responseID", r.responseID, "output", r.Output())
 	default:
 		// A connection cut mid-stream is a truncated stream too.
-		r.log.Info("Provider stream broke off", "error", err, "responseID", r.responseID, "output", r.emitted)
+		r.log.Info("Provider stream broke off", "error", err, "responseID", r.responseID, "output", r.Output())
 	}
-	e := providerhttp.Truncated(r.provider, r.emitted)
+	e := providerhttp.Truncated(r.provider, r.Output())
 	e.ProviderError.RequestID = r.responseID
 	return engine.Outcome{}, e
 }
@@ -318,7 +292,7 @@ func (r *reader) parts(parts []responsePart) error {
 	flush := func() error {
 		s := text.String()
 		text.Reset()
-		return r.text(s)
+		return r.Text(s)
 	}
 	for i := range parts {
 		p := &parts[i]
@@ -355,10 +329,10 @@ func (r *reader) call(id, name string, args json.RawMessage) error {
 	callID := r.callID(id)
 	idx := r.calls
 	r.calls++
-	if err := r.send(protocol.EventToolCallStarted, protocol.ToolCallStartedData{Index: idx, CallID: callID, Name: name}); err != nil {
+	if err := r.ToolStarted(idx, callID, name); err != nil {
 		return err
 	}
-	return r.send(protocol.EventToolCallArgsDelta, protocol.ToolCallArgsDeltaData{CallID: callID, Delta: compacted})
+	return r.ToolArgs(callID, compacted)
 }
 
 // callID returns the id of the answer's next call: the provider's id when it is an
@@ -403,10 +377,8 @@ func argsObject(raw json.RawMessage) (string, bool) {
 // identifier, as spec/events.md ("execution.completed") asks.
 func (r *reader) end() (engine.Outcome, error) {
 	if r.usage != nil {
-		if entries := r.usage.tokens().Entries(); len(entries) > 0 {
-			if err := r.send(protocol.EventUsageReported, protocol.UsageReportedData{Usage: entries}); err != nil {
-				return engine.Outcome{}, err
-			}
+		if err := r.Usage(r.usage.tokens()); err != nil {
+			return engine.Outcome{}, err
 		}
 	}
 	reason := r.finish
@@ -427,7 +399,7 @@ func (r *reader) end() (engine.Outcome, error) {
 func (r *reader) malformed(what string) error {
 	r.log.Info("Provider sent an unreadable response", "part", what, "responseID", r.responseID)
 	e := protocol.NewError(protocol.CodeProviderUnavailable, "the provider's response could not be read")
-	e.Retryable = !r.emitted
+	e.Retryable = !r.Output()
 	e.ProviderError = &protocol.ProviderError{Provider: r.provider, RequestID: r.responseID}
 	return e
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/go-logr/logr"
 
 	"github.com/switchboard-dev/switchboard/runtime/protocol"
+	"github.com/switchboard-dev/switchboard/runtime/providers/providerhttp"
 	"github.com/switchboard-dev/switchboard/runtime/routing"
 )
 
@@ -26,34 +27,48 @@ type fuzzEmitter struct {
 	started map[string]bool
 }
 
-// RemoteJob fails the test: a streaming adapter has no remote job to record.
-func (e *fuzzEmitter) RemoteJob(json.RawMessage) error {
-	e.t.Fatal("a streaming adapter recorded a remote job")
+func (e *fuzzEmitter) Text(index int, text string) error {
+	if index != 0 || text == "" {
+		e.t.Fatalf("bad output.delta %d %q", index, text)
+	}
 	return nil
 }
 
-func (e *fuzzEmitter) Emit(typ protocol.EventType, data any) error {
-	switch d := data.(type) {
-	case protocol.OutputDeltaData:
-		if typ != protocol.EventOutputDelta || d.Index != 0 || d.Type != "text" || d.Text == "" {
-			e.t.Fatalf("bad output.delta %s %+v", typ, d)
-		}
-	case protocol.ToolCallStartedData:
-		if typ != protocol.EventToolCallStarted || d.CallID == "" || d.Name == "" || d.Index < 0 || e.started[d.CallID] {
-			e.t.Fatalf("bad tool.call.started %s %+v", typ, d)
-		}
-		e.started[d.CallID] = true
-	case protocol.ToolCallArgsDeltaData:
-		if typ != protocol.EventToolCallArgsDelta || !e.started[d.CallID] || d.Delta == "" {
-			e.t.Fatalf("bad tool.call.arguments.delta %s %+v", typ, d)
-		}
-	case protocol.UsageReportedData:
-		if typ != protocol.EventUsageReported || len(d.Usage) == 0 {
-			e.t.Fatalf("bad usage.reported %s %+v", typ, d)
-		}
-	default:
-		e.t.Fatalf("unexpected emit %s %T", typ, data)
+func (e *fuzzEmitter) ToolStarted(index int, callID, name string) error {
+	if callID == "" || name == "" || index < 0 || e.started[callID] {
+		e.t.Fatalf("bad tool.call.started %d %q %q", index, callID, name)
 	}
+	e.started[callID] = true
+	return nil
+}
+
+func (e *fuzzEmitter) ToolArgs(callID, delta string) error {
+	if !e.started[callID] || delta == "" {
+		e.t.Fatalf("bad tool.call.arguments.delta %q %q", callID, delta)
+	}
+	return nil
+}
+
+func (e *fuzzEmitter) Usage(usage []protocol.Usage) error {
+	if len(usage) == 0 {
+		e.t.Fatal("empty usage.reported")
+	}
+	return nil
+}
+
+func (e *fuzzEmitter) Progress(protocol.ProgressData) error {
+	e.t.Fatal("a chat adapter emitted execution.progress")
+	return nil
+}
+
+func (e *fuzzEmitter) Result(protocol.OutputResultData) error {
+	e.t.Fatal("a chat adapter emitted output.result")
+	return nil
+}
+
+// RemoteJob fails the test: a streaming adapter has no remote job to record.
+func (e *fuzzEmitter) RemoteJob(json.RawMessage) error {
+	e.t.Fatal("a streaming adapter recorded a remote job")
 	return nil
 }
 
@@ -72,7 +87,7 @@ func FuzzReadResponse(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body []byte) {
 		a := &adapter{provider: ProviderOpenAI, cred: routing.NewCredential(fuzzCredential), log: logr.Discard()}
 		for _, stream := range []bool{true, false} {
-			r := &reader{a: a, ctx: context.Background(), emit: &fuzzEmitter{t: t, started: map[string]bool{}}}
+			r := &reader{Events: providerhttp.NewEvents(&fuzzEmitter{t: t, started: map[string]bool{}}), a: a, ctx: context.Background()}
 			var err error
 			if stream {
 				_, err = r.readStream(bytes.NewReader(body))

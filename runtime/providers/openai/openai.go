@@ -220,7 +220,7 @@ func (a *adapter) Execute(ctx context.Context, at engine.Attempt, emit engine.Em
 	if requestID == "" {
 		requestID = resp.Header.Get("apim-request-id")
 	}
-	r := &reader{a: a, ctx: ctx, emit: emit, requestID: a.safeID(requestID)}
+	r := &reader{Events: providerhttp.NewEvents(emit), a: a, ctx: ctx, requestID: a.safeID(requestID)}
 	if resp.StatusCode != http.StatusOK {
 		return engine.Outcome{}, a.fail(r.httpFailure(resp))
 	}

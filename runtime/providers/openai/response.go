@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"net/http"
 
@@ -82,13 +81,11 @@ func (u *usage) tokens() providerhttp.Tokens {
 
 // reader turns one response into events and an outcome.
 type reader struct {
+	providerhttp.Events
 	a         *adapter
 	ctx       context.Context
-	emit      engine.Emitter
 	requestID string
 	model     string // the model the response names (gen_ai.response.model)
-
-	output bool // an output or tool event was emitted, so a later failure is final
 }
 
 // answeredBy keeps the first model name the response gives.
@@ -96,22 +93,6 @@ func (r *reader) answeredBy(model string) {
 	if r.model == "" && model != "" {
 		r.model = r.a.safeID(model)
 	}
-}
-
-// errEmit wraps an Emitter failure. The engine decides the outcome itself once the
-// attempt is over; a store failure becomes internal, its text only logged.
-func errEmit(typ protocol.EventType, err error) error {
-	return fmt.Errorf("emit %s: %w", typ, err)
-}
-
-func (r *reader) send(typ protocol.EventType, data any) error {
-	if err := r.emit.Emit(typ, data); err != nil {
-		return errEmit(typ, err)
-	}
-	if typ.IsOutput() {
-		r.output = true
-	}
-	return nil
 }
 
 // httpFailure maps a non-200 response: status, the body's error type and code, and the
@@ -149,13 +130,13 @@ func (r *reader) failure(status int, ae *apiError, h http.Header) providerhttp.F
 // providerhttp.Truncated: once output was emitted the attempt cannot be replaced.
 func (r *reader) inStreamFailure(ae *apiError) *protocol.Error {
 	f := r.failure(0, ae, nil)
-	f.InStream, f.AfterOutput = true, r.output
+	f.InStream, f.AfterOutput = true, r.Output()
 	return f.Error()
 }
 
 // truncated is the error for a stream that ended before data: [DONE].
 func (r *reader) truncated() *protocol.Error {
-	e := providerhttp.Truncated(r.a.provider, r.output)
+	e := providerhttp.Truncated(r.a.provider, r.Output())
 	e.ProviderError.RequestID = r.requestID
 	return e
 }
@@ -165,7 +146,7 @@ func (r *reader) truncated() *protocol.Error {
 // nothing was emitted.
 func (r *reader) malformed() *protocol.Error {
 	e := protocol.NewError(protocol.CodeProviderUnavailable, "the provider's response could not be read")
-	e.Retryable = !r.output
+	e.Retryable = !r.Output()
 	e.ProviderError = &protocol.ProviderError{Provider: r.a.provider, RequestID: r.requestID}
 	return e
 }
@@ -254,7 +235,7 @@ func (r *reader) readCompletion(body io.Reader) (engine.Outcome, error) {
 	}
 	ch := &c.Choices[idx]
 	if t := ch.Message.Content; t != nil && *t != "" {
-		if err := r.send(protocol.EventOutputDelta, protocol.OutputDeltaData{Index: 0, Type: "text", Text: *t}); err != nil {
+		if err := r.Text(*t); err != nil {
 			return engine.Outcome{}, err
 		}
 	}
@@ -263,29 +244,22 @@ func (r *reader) readCompletion(body io.Reader) (engine.Outcome, error) {
 		if !ok {
 			return engine.Outcome{}, r.a.fail(r.malformed())
 		}
-		if err := r.send(protocol.EventToolCallStarted, protocol.ToolCallStartedData{Index: i, CallID: id, Name: name}); err != nil {
+		if err := r.ToolStarted(i, id, name); err != nil {
 			return engine.Outcome{}, err
 		}
 		if tc.Function.Arguments != "" {
-			if err := r.send(protocol.EventToolCallArgsDelta, protocol.ToolCallArgsDeltaData{CallID: id, Delta: tc.Function.Arguments}); err != nil {
+			if err := r.ToolArgs(id, tc.Function.Arguments); err != nil {
 				return engine.Outcome{}, err
 			}
 		}
 	}
 	if c.Usage != nil {
-		if err := r.sendUsage(c.Usage); err != nil {
+		if err := r.Usage(c.Usage.tokens()); err != nil {
 			return engine.Outcome{}, err
 		}
 	}
 	refused := ch.Message.Refusal != nil && *ch.Message.Refusal != ""
 	return r.finish(r.a.safeID(ch.FinishReason), refused)
-}
-
-func (r *reader) sendUsage(u *usage) error {
-	if es := u.tokens().Entries(); len(es) > 0 {
-		return r.send(protocol.EventUsageReported, protocol.UsageReportedData{Usage: es})
-	}
-	return nil
 }
 
 // errorObject decodes a non-null "error" member.
@@ -387,7 +361,7 @@ func (s *stream) apply(c *chunk) error {
 			continue // the adapter never asks for n > 1
 		}
 		if t := ch.Delta.Content; t != "" {
-			if err := s.send(protocol.EventOutputDelta, protocol.OutputDeltaData{Index: 0, Type: "text", Text: t}); err != nil {
+			if err := s.Text(t); err != nil {
 				return err
 			}
 		}
@@ -413,7 +387,7 @@ func (s *stream) apply(c *chunk) error {
 		}
 		if !s.usageOK {
 			s.usageOK, s.usage = true, nil
-			if err := s.sendUsage(c.Usage); err != nil {
+			if err := s.Usage(c.Usage.tokens()); err != nil {
 				return err
 			}
 		}
@@ -457,12 +431,12 @@ func (s *stream) toolFragment(f *toolCallDelta, pos int) error {
 			return s.a.fail(s.malformed())
 		}
 		c.started = true
-		if err := s.send(protocol.EventToolCallStarted, protocol.ToolCallStartedData{Index: slot, CallID: c.id, Name: c.name}); err != nil {
+		if err := s.ToolStarted(slot, c.id, c.name); err != nil {
 			return err
 		}
 	}
 	for _, d := range c.pending {
-		if err := s.send(protocol.EventToolCallArgsDelta, protocol.ToolCallArgsDeltaData{CallID: c.id, Delta: d}); err != nil {
+		if err := s.ToolArgs(c.id, d); err != nil {
 			return err
 		}
 	}
@@ -479,7 +453,7 @@ func (s *stream) done() (engine.Outcome, error) {
 		}
 	}
 	if s.usage != nil && !s.usageOK {
-		if err := s.sendUsage(s.usage); err != nil {
+		if err := s.Usage(s.usage.tokens()); err != nil {
 			return engine.Outcome{}, err
 		}
 	}

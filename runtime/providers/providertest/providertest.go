@@ -376,3 +376,21 @@ func jsonPartsAsText(t testing.TB, req *protocol.Request) (*protocol.Request, bo
 	c.Input = rewrite(req.Input)
 	return &c, changed
 }
+
+// CheckAnswer checks what an adapter's reader recorded for one answer, as the engine
+// relies on it: every event folds into the result snapshot, which it returns,
+// usage.reported comes at most once and last, and no remote job is recorded (a chat
+// answer has none). Fuzz tests of the readers call it on whatever they recorded.
+func CheckAnswer(t testing.TB, rec *enginetest.Recorder) protocol.Snapshot {
+	t.Helper()
+	evs := rec.Recorded()
+	for i, e := range evs {
+		if e.Type == protocol.EventUsageReported && i != len(evs)-1 {
+			t.Fatal("usage.reported is not the last event")
+		}
+	}
+	if len(rec.Handles()) > 0 {
+		t.Fatal("a chat adapter recorded a remote job")
+	}
+	return enginetest.Materialize(t, "exe_answer", enginetest.Envelopes("exe_answer", evs...))
+}

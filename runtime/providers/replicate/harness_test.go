@@ -348,8 +348,32 @@ type tracer struct {
 	order []string
 }
 
-func (tr *tracer) Emit(typ protocol.EventType, data any) error {
-	err := tr.Recorder.Emit(typ, data)
+func (tr *tracer) Text(index int, text string) error {
+	return tr.noted(protocol.EventOutputDelta, tr.Recorder.Text(index, text))
+}
+
+func (tr *tracer) ToolStarted(index int, callID, name string) error {
+	return tr.noted(protocol.EventToolCallStarted, tr.Recorder.ToolStarted(index, callID, name))
+}
+
+func (tr *tracer) ToolArgs(callID, delta string) error {
+	return tr.noted(protocol.EventToolCallArgsDelta, tr.Recorder.ToolArgs(callID, delta))
+}
+
+func (tr *tracer) Progress(p protocol.ProgressData) error {
+	return tr.noted(protocol.EventProgress, tr.Recorder.Progress(p))
+}
+
+func (tr *tracer) Result(res protocol.OutputResultData) error {
+	return tr.noted(protocol.EventOutputResult, tr.Recorder.Result(res))
+}
+
+func (tr *tracer) Usage(usage []protocol.Usage) error {
+	return tr.noted(protocol.EventUsageReported, tr.Recorder.Usage(usage))
+}
+
+// noted notes typ when err, what recording it returned, is nil.
+func (tr *tracer) noted(typ protocol.EventType, err error) error {
 	if err == nil {
 		tr.note(string(typ))
 	}

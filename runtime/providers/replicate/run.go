@@ -170,7 +170,7 @@ func (r *run) progress(p *prediction) error {
 	if !ok || (r.last != nil && r.last.Stage == d.Stage && r.last.Message == d.Message) {
 		return nil
 	}
-	if err := r.emit.Emit(protocol.EventProgress, d); err != nil {
+	if err := r.emit.Progress(d); err != nil {
 		return err
 	}
 	r.last = &d
@@ -195,7 +195,7 @@ func (r *run) finish(p *prediction) (engine.Outcome, error) {
 	output = r.a.redactJSON(output)
 	completed, known := p.completedAt()
 	res := protocol.OutputResultData{Result: output, Artifacts: artifacts(output, completed, known)}
-	if err := r.emit.Emit(protocol.EventOutputResult, res); err != nil {
+	if err := r.emit.Result(res); err != nil {
 		return engine.Outcome{}, err
 	}
 	if err := r.usage(p); err != nil {
@@ -210,10 +210,7 @@ func (r *run) usage(p *prediction) error {
 	if pt == nil || *pt < 0 {
 		return nil
 	}
-	u := protocol.UsageReportedData{Usage: []protocol.Usage{
-		{Unit: UnitPredictTime, Quantity: *pt, Source: protocol.SourceProvider},
-	}}
-	return r.emit.Emit(protocol.EventUsageReported, u)
+	return r.emit.Usage([]protocol.Usage{{Unit: UnitPredictTime, Quantity: *pt, Source: protocol.SourceProvider}})
 }
 
 // abandon cancels the unfinished prediction p remotely and returns err. The cancel runs
