@@ -1,10 +1,13 @@
-// Package providerhttp holds what every HTTP provider adapter shares: the client and its
-// endpoint fence (Fence, NewClient; spec/modeldeployments.md, "Endpoint"), mapping a
-// provider's HTTP failure (status, error type/code, retry headers) to a portable
-// protocol.Error (spec/http-api.md, "Errors"), fixed, content-free messages for transport
-// failures, and the one screening rule for what adapters copy from an answer (Identifier,
-// ToolName). Adapters add only their provider-specific rules (which error types mean
-// quota, which mean a refusal).
+// Package providerhttp holds what every provider adapter shares, so that an adapter
+// package holds only its wire format: the one call path (Do: build, send, the status
+// check, body bounds, transport errors), the client and its endpoint fence (Fence,
+// NewClient; spec/modeldeployments.md, "Endpoint"), mapping a provider's HTTP failure
+// (status, error type/code, retry headers) to a portable protocol.Error
+// (spec/http-api.md, "Errors") with fixed, content-free messages, recording an answer's
+// events (Events), registering an adapter with the engine (Register, Factory,
+// CheckEncode), and the one screening rule for what adapters copy from an answer
+// (Identifier, ToolName). Adapters add only their provider-specific rules (which error
+// types mean quota, which mean a refusal).
 package providerhttp
 
 import (
@@ -246,5 +249,16 @@ func Truncated(provider string, emittedOutput bool) *protocol.Error {
 	e := protocol.NewError(protocol.CodeProviderUnavailable, "the provider's stream ended early")
 	e.Retryable = !emittedOutput
 	e.ProviderError = &protocol.ProviderError{Provider: provider}
+	return e
+}
+
+// Unreadable is the error for an answer that is not the provider's documented format
+// (JSON that does not parse, a frame with a bad checksum, a chunk larger than its bound,
+// a tool call without an id). Like a truncated stream it is the provider's fault:
+// provider_unavailable, retryable only when no output was emitted.
+func Unreadable(provider, requestID string, emittedOutput bool) *protocol.Error {
+	e := protocol.NewError(protocol.CodeProviderUnavailable, "the provider's response could not be read")
+	e.Retryable = !emittedOutput
+	e.ProviderError = &protocol.ProviderError{Provider: provider, RequestID: requestID}
 	return e
 }

@@ -6,8 +6,21 @@ import (
 
 	jsonv1 "github.com/go-json-experiment/json/v1"
 
+	"github.com/switchboard-dev/switchboard/runtime/engine"
 	"github.com/switchboard-dev/switchboard/runtime/protocol"
 )
+
+// Marshal encodes an adapter's request body. Only raw JSON from the request (a json
+// part, tool parameters) can fail to encode, and DecodeRequest lets none through that is
+// not JSON; a failure is a refusal before anything was sent (engine.NotSent), so the
+// engine tries the next candidate.
+func Marshal(body any) ([]byte, error) {
+	b, err := json.Marshal(body)
+	if err != nil {
+		return nil, engine.NotSent(protocol.NewError(protocol.CodeInvalidRequest, "the request could not be encoded for the provider"))
+	}
+	return b, nil
+}
 
 // DecodeChunk decodes one unit of a provider's stream — an SSE data field, an
 // event-stream payload — into v, under encoding/json's rules: member names matched
