@@ -1,9 +1,7 @@
 package openai
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"mime"
 	"net/http"
 	"strings"
@@ -75,18 +73,14 @@ var _ engine.Factory = Factory
 
 // NewFactory returns an engine.Factory building adapters with opts (a logger, or a test
 // client).
-func NewFactory(opts ...Option) engine.Factory {
-	return func(d *routing.Deployment) (engine.Adapter, error) { return New(d, opts...) }
-}
+func NewFactory(opts ...Option) engine.Factory { return providerhttp.Factory(New, opts...) }
 
 // Register adds the adapter for ProviderOpenAI, ProviderCompatible and ProviderAzure,
 // built with opts, to m (engine.Config.Providers), with CanEncode as its routing-time
 // check.
 func Register(m map[string]engine.Provider, opts ...Option) {
-	p := engine.Provider{New: NewFactory(opts...), CanEncode: CanEncode, Operation: "chat"}
-	m[ProviderOpenAI] = p
-	m[ProviderCompatible] = p
-	m[ProviderAzure] = p
+	providerhttp.Register(m, engine.Provider{New: NewFactory(opts...), CanEncode: CanEncode, Operation: "chat"},
+		ProviderOpenAI, ProviderCompatible, ProviderAzure)
 }
 
 var _ engine.Adapter = (*adapter)(nil)
@@ -184,51 +178,38 @@ func (a *adapter) Execute(ctx context.Context, at engine.Attempt, emit engine.Em
 	if perr != nil {
 		return engine.Outcome{}, engine.NotSent(perr)
 	}
-	payload, err := json.Marshal(body)
+	payload, err := providerhttp.Marshal(body)
 	if err != nil {
-		// Only raw JSON from the request (a json part, tool parameters) can fail to
-		// encode, and DecodeRequest never lets invalid JSON through.
-		return engine.Outcome{}, engine.NotSent(protocol.NewError(protocol.CodeInvalidRequest, "the request could not be encoded for the provider"))
+		return engine.Outcome{}, err
 	}
-	req, err := providerhttp.NewRequest(ctx, http.MethodPost, a.url, bytes.NewReader(payload))
-	if err != nil {
-		return engine.Outcome{}, protocol.NewError(protocol.CodeInternal, "internal error")
-	}
-	req.Header.Set("Content-Type", "application/json")
+	header := http.Header{}
 	if a.stream {
-		req.Header.Set("Accept", "text/event-stream")
+		header.Set("Accept", "text/event-stream")
 	} else {
-		req.Header.Set("Accept", "application/json")
+		header.Set("Accept", "application/json")
 	}
 	switch {
 	case !a.cred.IsSet():
 	case a.provider == ProviderAzure:
-		req.Header.Set("api-key", a.cred.Reveal())
+		header.Set("api-key", a.cred.Reveal())
 	default:
-		req.Header.Set("Authorization", "Bearer "+a.cred.Reveal())
+		header.Set("Authorization", "Bearer "+a.cred.Reveal())
 	}
+	r := &reader{Events: providerhttp.NewEvents(emit), a: a, ctx: ctx}
+	return providerhttp.Do(ctx, providerhttp.Call{
+		Provider: a.provider, Client: a.client, Log: a.log,
+		URL: a.url, Body: payload, Header: header, Failure: r.httpFailure,
+	}, r.read)
+}
 
-	resp, err := a.client.Do(req)
-	if err != nil {
-		a.log.V(1).Info("Provider request failed", "error", providerhttp.Cause(err).Error(), "contextDone", ctx.Err() != nil)
-		return engine.Outcome{}, providerhttp.TransportError(ctx, a.provider, err)
-	}
-	defer resp.Body.Close()
-
-	// Azure's API management layer names the request apim-request-id.
-	requestID := resp.Header.Get("x-request-id")
-	if requestID == "" {
-		requestID = resp.Header.Get("apim-request-id")
-	}
-	r := &reader{Events: providerhttp.NewEvents(emit), a: a, ctx: ctx, requestID: a.safeID(requestID)}
-	if resp.StatusCode != http.StatusOK {
-		return engine.Outcome{}, a.fail(r.httpFailure(resp))
-	}
-	if a.stream && !isJSON(resp.Header) {
+// read reads a successful response: an event stream when streaming, else — or when a
+// compatible server ignored stream:true and answered with one JSON completion, the same
+// data — a whole completion.
+func (r *reader) read(resp *http.Response) (engine.Outcome, error) {
+	r.answered(resp.Header)
+	if r.a.stream && !isJSON(resp.Header) {
 		return r.readStream(resp.Body)
 	}
-	// Non-streaming, or a compatible server that ignored stream:true and answered with
-	// one JSON completion: same data, read whole.
 	return r.readCompletion(resp.Body)
 }
 

@@ -122,10 +122,9 @@ func unsupported(msg string) *protocol.Error {
 // trusts what DecodeRequest guarantees (json parts and tool parameters are valid JSON)
 // and re-checks everything else.
 func CanEncode(req *protocol.Request, d *routing.Deployment) *protocol.Error {
-	if req == nil || d == nil {
-		return errMissing.Clone()
-	}
-	return check(req, d.Capabilities)
+	return providerhttp.CheckEncode(req, d, func(req *protocol.Request, d *routing.Deployment) *protocol.Error {
+		return check(req, d.Capabilities)
+	})
 }
 
 var _ engine.EncodeCheck = CanEncode

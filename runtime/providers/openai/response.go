@@ -14,12 +14,9 @@ import (
 	"github.com/switchboard-dev/switchboard/runtime/sse"
 )
 
-// Response size bounds. Error bodies are small JSON objects; a whole non-streaming
-// completion is text plus metadata. Anything larger is not a Chat Completions answer.
-const (
-	maxErrorBody      = 64 << 10
-	maxCompletionBody = 16 << 20
-)
+// maxCompletionBody bounds a whole non-streaming completion, text plus metadata:
+// anything larger is not a Chat Completions answer.
+const maxCompletionBody = 16 << 20
 
 // Finish reasons with a meaning of their own here.
 const (
@@ -95,20 +92,30 @@ func (r *reader) answeredBy(model string) {
 	}
 }
 
-// httpFailure maps a non-200 response: status, the body's error type and code, and the
-// retry and request-id headers.
-func (r *reader) httpFailure(resp *http.Response) *protocol.Error {
+// answered takes the request id from a response's header. Azure's API management layer
+// names it apim-request-id.
+func (r *reader) answered(h http.Header) {
+	id := h.Get("x-request-id")
+	if id == "" {
+		id = h.Get("apim-request-id")
+	}
+	r.requestID = r.a.safeID(id)
+}
+
+// httpFailure maps a non-2xx response: status, the body's error type and code, and the
+// retry and request-id headers. It is logged by its identifiers.
+func (r *reader) httpFailure(resp *http.Response, raw []byte) *protocol.Error {
+	r.answered(resp.Header)
 	var body struct {
 		Error json.RawMessage `json:"error"`
 	}
 	var ae apiError
-	raw, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
 	if json.Unmarshal(raw, &body) == nil {
 		// An object per OpenAI's format; anything else (some servers send a string)
 		// leaves type and code empty and the status decides.
 		_ = json.Unmarshal(body.Error, &ae)
 	}
-	return r.failure(resp.StatusCode, &ae, resp.Header).Error()
+	return r.a.fail(r.failure(resp.StatusCode, &ae, resp.Header).Error())
 }
 
 // failure builds the providerhttp.Failure for a status (0 after a 200) and error object.
@@ -141,14 +148,9 @@ func (r *reader) truncated() *protocol.Error {
 	return e
 }
 
-// malformed is the error for a response that is not the documented format. Like a cut
-// stream it is the provider's fault, so it is provider_unavailable, retryable only when
-// nothing was emitted.
+// malformed is the error for a response that is not the documented format.
 func (r *reader) malformed() *protocol.Error {
-	e := protocol.NewError(protocol.CodeProviderUnavailable, "the provider's response could not be read")
-	e.Retryable = !r.Output()
-	e.ProviderError = &protocol.ProviderError{Provider: r.a.provider, RequestID: r.requestID}
-	return e
+	return providerhttp.Unreadable(r.a.provider, r.requestID, r.Output())
 }
 
 // contentFiltered is the error for a completion the provider's safety system stopped
@@ -204,15 +206,15 @@ type completion struct {
 // readCompletion reads a whole completion: its text becomes one output.delta, each tool
 // call a tool.call.started and one arguments delta, then usage.
 func (r *reader) readCompletion(body io.Reader) (engine.Outcome, error) {
-	raw, err := io.ReadAll(io.LimitReader(body, maxCompletionBody+1))
-	if err != nil {
+	raw, err := providerhttp.ReadBody(body, maxCompletionBody)
+	switch {
+	case errors.Is(err, providerhttp.ErrBodyTooLarge):
+		return engine.Outcome{}, r.a.fail(r.malformed())
+	case err != nil:
 		// Nothing is emitted yet: a cut body is a transport failure like any other.
 		e := providerhttp.TransportError(r.ctx, r.a.provider, err)
 		e.ProviderError.RequestID = r.requestID
 		return engine.Outcome{}, r.a.fail(e)
-	}
-	if len(raw) > maxCompletionBody {
-		return engine.Outcome{}, r.a.fail(r.malformed())
 	}
 	var c completion
 	if err := json.Unmarshal(raw, &c); err != nil {

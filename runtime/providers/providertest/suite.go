@@ -12,6 +12,7 @@ import (
 	"reflect"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -56,7 +57,8 @@ var scenarios = []Scenario{Text, ToolCall, Usage, InStreamError, CutBeforeOutput
 	Stall, HugeLine, InvalidUTF8, Echo}
 
 // RunConformance runs the whole suite against w: every scenario not NotApplicable, the
-// documented errors, a redirect, a cancellation, and the encode checks
+// documented errors, a redirect, success statuses other than 200, a cancellation, and
+// the encode checks
 // (CheckEncodeAgreement on Cases, CheckJSONPartsAreText). On every request the upstream
 // receives it checks Authenticated and that no secret travels outside CredentialHeader;
 // after every attempt, that no secret is in the error, the events or the log.
@@ -78,6 +80,7 @@ func RunConformance(t *testing.T, w Wire) {
 	t.Run("endpoint fence", func(t *testing.T) { checkFence(t, w) })
 	t.Run("documented errors", func(t *testing.T) { checkErrors(t, w) })
 	t.Run("redirect refused", func(t *testing.T) { checkRedirect(t, w) })
+	t.Run("any 2xx is success", func(t *testing.T) { checkSuccessStatuses(t, w) })
 	t.Run("cancel", func(t *testing.T) { checkCancel(t, w) })
 	t.Run("encode agreement", func(t *testing.T) { CheckEncodeAgreement(t, w.Subject, Cases()) })
 	t.Run("json parts are text", func(t *testing.T) { CheckJSONPartsAreText(t, w.Subject) })
@@ -619,6 +622,56 @@ func checkRedirect(t *testing.T, w Wire) {
 		t.Errorf("the redirect was followed %d times", reached)
 	}
 }
+
+// checkSuccessStatuses answers the Text scenario with 201 and then 203 wherever the Wire
+// answers 200: every adapter takes any 2xx as success, as HTTP has it (providerhttp.Do).
+func checkSuccessStatuses(t *testing.T, w Wire) {
+	for _, status := range []int{http.StatusCreated, http.StatusNonAuthoritativeInfo} {
+		t.Run(strconv.Itoa(status), func(t *testing.T) {
+			u := newUpstream(t, w, func(rw http.ResponseWriter, r *http.Request) {
+				w.Respond(Text, &okAs{ResponseWriter: rw, status: status}, r)
+			})
+			a := w.execute(t, u, textRequest, func(p context.Context) (context.Context, func()) {
+				return context.WithTimeout(p, attemptTimeout)
+			})
+			a.wantSuccess(t)
+			if got := a.text(t); got != ScriptText {
+				t.Errorf("output text %q, want %q", got, ScriptText)
+			}
+		})
+	}
+}
+
+// okAs is a ResponseWriter that answers status where its handler answers 200.
+type okAs struct {
+	http.ResponseWriter
+	status int
+	wrote  bool
+}
+
+func (o *okAs) WriteHeader(code int) {
+	if code == http.StatusOK && !o.wrote {
+		code = o.status
+	}
+	o.wrote = true
+	o.ResponseWriter.WriteHeader(code)
+}
+
+func (o *okAs) Write(b []byte) (int, error) {
+	if !o.wrote {
+		o.WriteHeader(http.StatusOK)
+	}
+	return o.ResponseWriter.Write(b)
+}
+
+func (o *okAs) Flush() {
+	if !o.wrote {
+		o.WriteHeader(http.StatusOK)
+	}
+	_ = http.NewResponseController(o.ResponseWriter).Flush()
+}
+
+func (o *okAs) Unwrap() http.ResponseWriter { return o.ResponseWriter }
 
 // checkCancel cancels the attempt once the upstream holds the request (as Stall does)
 // and checks Execute returns within the cleanup grace.
