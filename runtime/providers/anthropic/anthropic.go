@@ -1,10 +1,7 @@
 package anthropic
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
-	"fmt"
 	"net/http"
 	"net/url"
 
@@ -78,11 +75,7 @@ var _ engine.Factory = Factory
 // Register adds the adapter for Provider, built with opts, to m
 // (engine.Config.Providers), with CanEncode as its routing-time check.
 func Register(m map[string]engine.Provider, opts ...Option) {
-	m[Provider] = engine.Provider{
-		New:       func(d *routing.Deployment) (engine.Adapter, error) { return New(d, opts...) },
-		CanEncode: CanEncode,
-		Operation: "chat",
-	}
+	providerhttp.Register(m, engine.Provider{New: providerhttp.Factory(New, opts...), CanEncode: CanEncode, Operation: "chat"}, Provider)
 }
 
 // New returns the adapter for d. It fails with provider_rejected when d cannot be served:
@@ -136,42 +129,29 @@ func (a *adapter) Execute(ctx context.Context, at engine.Attempt, emit engine.Em
 	if perr != nil {
 		return engine.Outcome{}, engine.NotSent(perr)
 	}
-	payload, err := json.Marshal(body)
+	payload, err := providerhttp.Marshal(body)
 	if err != nil {
-		// Only raw JSON from a request built past DecodeRequest (a json part, tool
-		// parameters) can fail to encode.
-		return engine.Outcome{}, engine.NotSent(invalid("the request could not be encoded for the provider"))
+		return engine.Outcome{}, err
 	}
-	req, err := providerhttp.NewRequest(ctx, http.MethodPost, a.url, bytes.NewReader(payload))
-	if err != nil {
-		// New checked the URL, so this is a bug; the cause is kept without the URL.
-		return engine.Outcome{}, fmt.Errorf("build provider request: %w", providerhttp.Cause(err))
-	}
-	req.Header.Set("x-api-key", a.cred.Reveal())
-	req.Header.Set("anthropic-version", APIVersion)
-	req.Header.Set("content-type", "application/json")
+	header := http.Header{}
+	header.Set("x-api-key", a.cred.Reveal())
+	header.Set("anthropic-version", APIVersion)
 	if stream {
-		req.Header.Set("accept", "text/event-stream")
+		header.Set("accept", "text/event-stream")
 	} else {
-		req.Header.Set("accept", "application/json")
+		header.Set("accept", "application/json")
 	}
-
-	resp, err := a.client.Do(req)
-	if err != nil {
-		log.Info("Provider request failed", "error", providerhttp.Cause(err))
-		return engine.Outcome{}, providerhttp.TransportError(ctx, Provider, err)
-	}
-	defer resp.Body.Close()
-
 	r := &reader{Events: providerhttp.NewEvents(emit), log: log, secret: a.cred.Reveal()}
-	r.requestID = r.clean(resp.Header.Get("request-id"))
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return engine.Outcome{}, r.httpFailure(resp)
-	}
-	if stream {
-		return r.readStream(ctx, resp.Body)
-	}
-	return r.readMessage(ctx, resp.Body)
+	return providerhttp.Do(ctx, providerhttp.Call{
+		Provider: Provider, Client: a.client, Log: log,
+		URL: a.url, Body: payload, Header: header, Failure: r.httpFailure,
+	}, func(resp *http.Response) (engine.Outcome, error) {
+		r.requestID = r.clean(resp.Header.Get("request-id"))
+		if stream {
+			return r.readStream(ctx, resp.Body)
+		}
+		return r.readMessage(ctx, resp.Body)
+	})
 }
 
 // logger is the attempt's logger, else the one WithLogger gave.

@@ -2,15 +2,11 @@ package anthropic
 
 import (
 	"encoding/json"
-	"io"
 	"net/http"
 
 	"github.com/switchboard-dev/switchboard/runtime/protocol"
 	"github.com/switchboard-dev/switchboard/runtime/providers/providerhttp"
 )
-
-// maxErrorBody bounds what is read of an error response; the documented body is tiny.
-const maxErrorBody = 64 << 10
 
 // Error types and codes with a mapping of their own (Anthropic's errors reference).
 const (
@@ -41,8 +37,8 @@ type errorBody struct {
 // httpFailure maps a non-2xx response. Only identifiers are read from the body (error
 // type, details.error_code, request_id); a body that is not the documented JSON (for
 // example a proxy's HTML page) leaves the mapping to the status alone.
-func (r *reader) httpFailure(resp *http.Response) error {
-	raw, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+func (r *reader) httpFailure(resp *http.Response, raw []byte) *protocol.Error {
+	r.requestID = r.clean(resp.Header.Get("request-id"))
 	var body errorBody
 	_ = json.Unmarshal(raw, &body) // best effort: see above
 	f := r.failure(resp.StatusCode, &body.Error, resp.Header)
@@ -78,12 +74,9 @@ func (r *reader) failure(status int, e *apiError, h http.Header) providerhttp.Fa
 	return f
 }
 
-// malformed is the error for an answer that cannot be read as the documented format. Like
-// a truncated stream it is the provider's fault, retryable while nothing was emitted.
+// malformed is the error for an answer that cannot be read as the documented format
+// (providerhttp.Unreadable).
 func (r *reader) malformed(what string) error {
 	r.log.Info("Provider sent an unreadable response", "part", what, "requestID", r.requestID)
-	e := protocol.NewError(protocol.CodeProviderUnavailable, "the provider's response could not be read")
-	e.Retryable = !r.Output()
-	e.ProviderError = &protocol.ProviderError{Provider: Provider, RequestID: r.requestID}
-	return e
+	return providerhttp.Unreadable(Provider, r.requestID, r.Output())
 }
