@@ -1,11 +1,9 @@
 package bedrock
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -128,11 +126,7 @@ var _ engine.Factory = Factory
 // Register adds the adapter for Provider, built with opts, to m
 // (engine.Config.Providers), with CanEncode as its routing-time check.
 func Register(m map[string]engine.Provider, opts ...Option) {
-	m[Provider] = engine.Provider{
-		New:       func(d *routing.Deployment) (engine.Adapter, error) { return New(d, opts...) },
-		CanEncode: CanEncode,
-		Operation: "chat",
-	}
+	providerhttp.Register(m, engine.Provider{New: providerhttp.Factory(New, opts...), CanEncode: CanEncode, Operation: "chat"}, Provider)
 }
 
 // New returns the adapter for d. It fails with provider_rejected, a fixed message and
@@ -206,45 +200,29 @@ func (a *adapter) Execute(ctx context.Context, at engine.Attempt, emit engine.Em
 	if perr != nil {
 		return engine.Outcome{}, engine.NotSent(perr)
 	}
-	payload, err := json.Marshal(body)
+	payload, err := providerhttp.Marshal(body)
 	if err != nil {
-		// Only raw JSON from a request built past DecodeRequest (tool parameters) can
-		// fail to encode.
-		return engine.Outcome{}, engine.NotSent(invalid("the request could not be encoded for the provider"))
+		return engine.Outcome{}, err
 	}
 	op, accept := opConverse, "application/json"
 	if stream {
 		op, accept = opConverseStream, ContentTypeEventStream
 	}
-	req, err := providerhttp.NewRequest(ctx, http.MethodPost, a.target(op), bytes.NewReader(payload))
-	if err != nil {
-		// New checked the URL, so this is a bug; the cause is kept without the URL.
-		return engine.Outcome{}, fmt.Errorf("build provider request: %w", providerhttp.Cause(err))
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", accept)
-	// Authentication comes last: SigV4 signs every header present (traceparent
-	// included), so nothing may be added or changed after it.
-	if err := a.authenticate(ctx, req, payload); err != nil {
-		return engine.Outcome{}, err
-	}
-
-	resp, err := a.client.Do(req)
-	if err != nil {
-		log.Info("Provider request failed", "error", providerhttp.Cause(err))
-		return engine.Outcome{}, providerhttp.TransportError(ctx, Provider, err)
-	}
-	defer resp.Body.Close()
-
 	r := &reader{Events: providerhttp.NewEvents(emit), log: log, secrets: a.cred.parts()}
-	r.requestID = r.clean(resp.Header.Get(headerRequestID))
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return engine.Outcome{}, r.httpFailure(resp)
-	}
-	if stream {
-		return r.readStream(ctx, resp.Body, func() { _ = resp.Body.Close() })
-	}
-	return r.readMessage(ctx, resp.Body)
+	return providerhttp.Do(ctx, providerhttp.Call{
+		Provider: Provider, Client: a.client, Log: log,
+		URL: a.target(op), Body: payload, Header: http.Header{"Accept": {accept}},
+		// SigV4 signs every header present (traceparent included), so the credential
+		// goes on last.
+		Sign:    func(req *http.Request) error { return a.authenticate(ctx, req, payload) },
+		Failure: r.httpFailure,
+	}, func(resp *http.Response) (engine.Outcome, error) {
+		r.requestID = r.clean(resp.Header.Get(headerRequestID))
+		if stream {
+			return r.readStream(ctx, resp.Body, func() { _ = resp.Body.Close() })
+		}
+		return r.readMessage(ctx, resp.Body)
+	})
 }
 
 // authenticate puts the credential on req: a Bedrock API key as a bearer token, or a

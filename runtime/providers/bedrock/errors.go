@@ -2,16 +2,12 @@ package bedrock
 
 import (
 	"encoding/json"
-	"io"
 	"net/http"
 	"strings"
 
 	"github.com/switchboard-dev/switchboard/runtime/protocol"
 	"github.com/switchboard-dev/switchboard/runtime/providers/providerhttp"
 )
-
-// maxErrorBody bounds what is read of an error response; the documented body is tiny.
-const maxErrorBody = 64 << 10
 
 // Response headers of the AWS JSON protocol.
 const (
@@ -65,8 +61,8 @@ type errorBody struct {
 // httpFailure maps a non-2xx response. Only identifiers are read: the error type (the
 // x-amzn-ErrorType header, else the body's __type or code) and the request id; a body
 // that is not the documented JSON (a proxy's HTML page) leaves the mapping to the status.
-func (r *reader) httpFailure(resp *http.Response) error {
-	raw, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+func (r *reader) httpFailure(resp *http.Response, raw []byte) *protocol.Error {
+	r.requestID = r.clean(resp.Header.Get(headerRequestID))
 	typ := resp.Header.Get(headerErrorType)
 	if typ == "" {
 		var body errorBody
@@ -127,12 +123,9 @@ func (r *reader) exceptionFailure(typ string) error {
 }
 
 // malformed is the error for an answer that cannot be read as the documented format (a
-// frame with a bad checksum, an oversized frame, JSON that does not parse). Like a
-// truncated stream it is the provider's fault, retryable while nothing was emitted.
+// frame with a bad checksum, an oversized frame, JSON that does not parse):
+// providerhttp.Unreadable.
 func (r *reader) malformed(what string) error {
 	r.log.Info("Provider sent an unreadable response", "part", what, "requestID", r.requestID)
-	e := protocol.NewError(protocol.CodeProviderUnavailable, "the provider's response could not be read")
-	e.Retryable = !r.Output()
-	e.ProviderError = &protocol.ProviderError{Provider: Provider, RequestID: r.requestID}
-	return e
+	return providerhttp.Unreadable(Provider, r.requestID, r.Output())
 }

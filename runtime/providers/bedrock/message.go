@@ -3,6 +3,7 @@ package bedrock
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"strings"
 
@@ -39,16 +40,12 @@ type responseBlock struct {
 // each toolUse block a tool.call.started and one arguments delta, then one
 // usage.reported.
 func (r *reader) readMessage(ctx context.Context, body io.Reader) (engine.Outcome, error) {
-	raw, err := io.ReadAll(io.LimitReader(body, maxMessageBody+1))
-	if err != nil {
-		if ctx.Err() != nil {
-			return engine.Outcome{}, providerhttp.TransportError(ctx, Provider, err)
-		}
-		r.log.Info("Provider response broke off", "error", err, "requestID", r.requestID)
-		return engine.Outcome{}, providerhttp.Truncated(Provider, false)
-	}
-	if len(raw) > maxMessageBody {
+	raw, err := providerhttp.ReadAnswer(ctx, Provider, r.log, body, maxMessageBody)
+	switch {
+	case errors.Is(err, providerhttp.ErrBodyTooLarge):
 		return engine.Outcome{}, r.malformed("message too large")
+	case err != nil:
+		return engine.Outcome{}, err
 	}
 	var m converseResponse
 	if err := json.Unmarshal(raw, &m); err != nil || m.Output == nil || m.Output.Message == nil {
