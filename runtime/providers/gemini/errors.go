@@ -2,17 +2,14 @@ package gemini
 
 import (
 	"encoding/json"
-	"io"
 	"net/http"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/switchboard-dev/switchboard/runtime/protocol"
 	"github.com/switchboard-dev/switchboard/runtime/providers/providerhttp"
 )
-
-// maxErrorBody bounds what is read of an error response; the documented body is small.
-const maxErrorBody = 64 << 10
 
 // Error identifiers with a mapping of their own.
 const (
@@ -50,8 +47,7 @@ type statusDetails struct {
 // httpFailure maps a non-2xx response. Only identifiers are read from the body (status,
 // ErrorInfo reason, RetryInfo delay); a body that is not the documented JSON (a proxy's
 // HTML page) leaves the mapping to the HTTP status alone.
-func (r *reader) httpFailure(resp *http.Response) error {
-	raw, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+func (r *reader) httpFailure(resp *http.Response, raw []byte) *protocol.Error {
 	var body struct {
 		Error *rpcStatus `json:"error"`
 	}

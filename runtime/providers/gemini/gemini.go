@@ -1,12 +1,9 @@
 package gemini
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
-	"mime"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -100,13 +97,8 @@ func WithLogger(l logr.Logger) Option {
 // Register adds the adapter for ProviderGemini and ProviderVertex, built with opts, to m
 // (engine.Config.Providers), with CanEncode as their routing-time check.
 func Register(m map[string]engine.Provider, opts ...Option) {
-	p := engine.Provider{
-		New:       func(d *routing.Deployment) (engine.Adapter, error) { return New(d, opts...) },
-		CanEncode: CanEncode,
-		Operation: "chat",
-	}
-	m[ProviderGemini] = p
-	m[ProviderVertex] = p
+	providerhttp.Register(m, engine.Provider{New: providerhttp.Factory(New, opts...), CanEncode: CanEncode, Operation: "chat"},
+		ProviderGemini, ProviderVertex)
 }
 
 // adapter runs one attempt against one deployment. It is built per attempt (so a rotated
@@ -238,71 +230,52 @@ func (a *adapter) Execute(ctx context.Context, at engine.Attempt, emit engine.Em
 	if perr != nil {
 		return engine.Outcome{}, engine.NotSent(perr)
 	}
-	payload, err := json.Marshal(body)
+	payload, err := providerhttp.Marshal(body)
 	if err != nil {
-		// Only raw JSON from a request built past DecodeRequest (a json part, tool
-		// parameters) can fail to encode.
-		return engine.Outcome{}, engine.NotSent(invalid("the request could not be encoded for the provider"))
+		return engine.Outcome{}, err
 	}
 
 	r := &reader{Events: providerhttp.NewEvents(emit), provider: a.provider, log: log}
-	var token string
+	header := http.Header{}
 	if a.tokens != nil {
-		tok, terr := a.tokens.token(ctx, a.provider, log)
+		token, terr := a.tokens.token(ctx, a.provider, log)
 		if terr != nil {
 			// Nothing reached the model: the engine may try the next candidate, which
 			// may not need this key (spec/routing.md, "Attempts and fallback").
 			return engine.Outcome{}, engine.NotSent(terr)
 		}
-		token = tok
+		header.Set("Authorization", "Bearer "+token)
 		r.secrets = []string{token, a.tokens.keyID}
 	} else {
+		header.Set("x-goog-api-key", a.apiKey.Reveal())
 		r.secrets = []string{a.apiKey.Reveal()}
 	}
-
-	req, err := providerhttp.NewRequest(ctx, http.MethodPost, a.url, bytes.NewReader(payload))
-	if err != nil {
-		// New built the URL, so this is a bug; nothing of the URL is surfaced.
-		return engine.Outcome{}, protocol.NewError(protocol.CodeInternal, "internal error")
-	}
-	req.Header.Set("Content-Type", "application/json")
 	if a.stream {
-		req.Header.Set("Accept", "text/event-stream")
+		header.Set("Accept", "text/event-stream")
 	} else {
-		req.Header.Set("Accept", "application/json")
+		header.Set("Accept", "application/json")
 	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	} else {
-		req.Header.Set("x-goog-api-key", a.apiKey.Reveal())
-	}
-
-	resp, err := a.client.Do(req)
-	if err != nil {
-		// The error text names the URL; only its network cause is logged.
-		log.V(1).Info("Provider request failed", "error", providerhttp.Cause(err), "contextDone", ctx.Err() != nil)
-		return engine.Outcome{}, providerhttp.TransportError(ctx, a.provider, err)
-	}
-	defer resp.Body.Close()
-
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		if resp.StatusCode == http.StatusUnauthorized && a.tokens != nil {
-			// The token was refused before it expired (revoked key, clock skew): the
-			// next attempt mints a new one rather than reusing it.
-			vertexTokens.forget(a.tokens)
+	return providerhttp.Do(ctx, providerhttp.Call{
+		Provider: a.provider, Client: a.client, Log: log,
+		URL: a.url, Body: payload, Header: header, Failure: a.failure(r),
+	}, func(resp *http.Response) (engine.Outcome, error) {
+		if a.stream && !providerhttp.IsJSON(resp.Header) {
+			return r.readStream(ctx, resp.Body, func() { _ = resp.Body.Close() })
 		}
-		return engine.Outcome{}, r.httpFailure(resp)
-	}
-	if a.stream && !isJSON(resp.Header) {
-		return r.readStream(ctx, resp.Body, func() { _ = resp.Body.Close() })
-	}
-	// Non-streaming, or a proxy that answered the streaming call with one JSON
-	// document: the same response object, read whole.
-	return r.readWhole(ctx, resp.Body)
+		// Non-streaming, or a proxy that answered the streaming call with one JSON
+		// document: the same response object, read whole.
+		return r.readWhole(ctx, resp.Body)
+	})
 }
 
-// isJSON reports whether the response is a JSON document rather than an event stream.
-func isJSON(h http.Header) bool {
-	mt, _, err := mime.ParseMediaType(h.Get("Content-Type"))
-	return err == nil && mt == "application/json"
+// failure maps a failed response with r, and after a 401 drops the vertex token the
+// call carried: it was refused before it expired (revoked key, clock skew), so the next
+// attempt mints a new one rather than reusing it.
+func (a *adapter) failure(r *reader) func(*http.Response, []byte) *protocol.Error {
+	return func(resp *http.Response, body []byte) *protocol.Error {
+		if resp.StatusCode == http.StatusUnauthorized && a.tokens != nil {
+			vertexTokens.forget(a.tokens)
+		}
+		return r.httpFailure(resp, body)
+	}
 }

@@ -180,10 +180,9 @@ var modality = map[protocol.PartType]protocol.Capability{
 // trusts what DecodeRequest guarantees (json parts and tool parameters are valid JSON)
 // and re-checks everything else.
 func CanEncode(req *protocol.Request, d *routing.Deployment) *protocol.Error {
-	if req == nil || d == nil {
-		return invalid(msgMissing)
-	}
-	return check(req, d.Provider, d.Capabilities)
+	return providerhttp.CheckEncode(req, d, func(req *protocol.Request, d *routing.Deployment) *protocol.Error {
+		return check(req, d.Provider, d.Capabilities)
+	})
 }
 
 var _ engine.EncodeCheck = CanEncode

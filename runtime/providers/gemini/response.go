@@ -14,7 +14,6 @@ import (
 	"github.com/go-logr/logr"
 
 	"github.com/switchboard-dev/switchboard/runtime/engine"
-	"github.com/switchboard-dev/switchboard/runtime/protocol"
 	"github.com/switchboard-dev/switchboard/runtime/providers/providerhttp"
 	"github.com/switchboard-dev/switchboard/runtime/sse"
 )
@@ -216,16 +215,12 @@ func (r *reader) streamEnded(ctx context.Context, err error) (engine.Outcome, er
 // readWhole reads a generateContent answer: one GenerateContentResponse. A JSON array of
 // them (streamGenerateContent without alt=sse, as a proxy might answer) is read too.
 func (r *reader) readWhole(ctx context.Context, body io.Reader) (engine.Outcome, error) {
-	raw, err := io.ReadAll(io.LimitReader(body, maxResponseBody+1))
-	if err != nil {
-		if ctx.Err() != nil {
-			return engine.Outcome{}, providerhttp.TransportError(ctx, r.provider, err)
-		}
-		r.log.Info("Provider response broke off", "error", err)
-		return engine.Outcome{}, providerhttp.Truncated(r.provider, false)
-	}
-	if len(raw) > maxResponseBody {
+	raw, err := providerhttp.ReadAnswer(ctx, r.provider, r.log, body, maxResponseBody)
+	switch {
+	case errors.Is(err, providerhttp.ErrBodyTooLarge):
 		return engine.Outcome{}, r.malformed("response too large")
+	case err != nil:
+		return engine.Outcome{}, err
 	}
 	var chunks []generateResponse
 	if trimmed := bytes.TrimSpace(raw); len(trimmed) > 0 && trimmed[0] == '[' {
@@ -393,13 +388,9 @@ func (r *reader) end() (engine.Outcome, error) {
 	return engine.Outcome{FinishReason: r.clean(reason), ResponseModel: r.model}, nil
 }
 
-// malformed is the error for an answer that cannot be read as the documented format.
-// Like a truncated stream it is the provider's fault: provider_unavailable, retryable
-// while nothing was emitted.
+// malformed is the error for an answer that cannot be read as the documented format
+// (providerhttp.Unreadable).
 func (r *reader) malformed(what string) error {
 	r.log.Info("Provider sent an unreadable response", "part", what, "responseID", r.responseID)
-	e := protocol.NewError(protocol.CodeProviderUnavailable, "the provider's response could not be read")
-	e.Retryable = !r.Output()
-	e.ProviderError = &protocol.ProviderError{Provider: r.provider, RequestID: r.responseID}
-	return e
+	return providerhttp.Unreadable(r.provider, r.responseID, r.Output())
 }

@@ -2,7 +2,6 @@ package openai
 
 import (
 	"context"
-	"mime"
 	"net/http"
 	"strings"
 
@@ -207,16 +206,10 @@ func (a *adapter) Execute(ctx context.Context, at engine.Attempt, emit engine.Em
 // data — a whole completion.
 func (r *reader) read(resp *http.Response) (engine.Outcome, error) {
 	r.answered(resp.Header)
-	if r.a.stream && !isJSON(resp.Header) {
+	if r.a.stream && !providerhttp.IsJSON(resp.Header) {
 		return r.readStream(resp.Body)
 	}
 	return r.readCompletion(resp.Body)
-}
-
-// isJSON reports whether the response is a JSON document rather than an event stream.
-func isJSON(h http.Header) bool {
-	mt, _, err := mime.ParseMediaType(h.Get("Content-Type"))
-	return err == nil && mt == "application/json"
 }
 
 // fail logs a provider failure by its identifiers only and returns it.

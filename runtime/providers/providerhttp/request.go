@@ -3,6 +3,7 @@ package providerhttp
 import (
 	"context"
 	"io"
+	"mime"
 	"net/http"
 
 	"go.opentelemetry.io/otel/propagation"
@@ -23,4 +24,11 @@ func NewRequest(ctx context.Context, method, url string, body io.Reader) (*http.
 		propagation.TraceContext{}.Inject(ctx, propagation.HeaderCarrier(req.Header))
 	}
 	return req, nil
+}
+
+// IsJSON reports whether a response is one JSON document rather than an event stream:
+// a streamed call that a compatible server or proxy answered whole.
+func IsJSON(h http.Header) bool {
+	mt, _, err := mime.ParseMediaType(h.Get("Content-Type"))
+	return err == nil && mt == "application/json"
 }
