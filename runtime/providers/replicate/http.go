@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -19,57 +20,55 @@ import (
 // or model text, far below it; a larger body is treated as unreadable.
 const maxResponseBytes = 16 << 20
 
-// maxDrainBytes bounds how much of an error body is read (and discarded) so the
-// connection can be reused. Error bodies are never parsed or surfaced: their text may
-// echo the request or the credential, and the status says all the mapping needs.
+// maxDrainBytes bounds how much of a body that is not decoded is read (and discarded) so
+// the connection can be reused. Error bodies (which providerhttp.Do reads as far) are
+// never parsed or surfaced: their text may echo the request or the credential, and the
+// status says all the mapping needs.
 const maxDrainBytes = 64 << 10
 
 // send makes one request to target, which must be the configured endpoint's origin, with
-// the credential in the Authorization header, and decodes a 2xx JSON body into out
-// (unless out is nil). A non-2xx status is mapped by providerhttp.Failure, with 402
-// (Replicate's "insufficient credit") as quota_exhausted; a transport failure by
+// the credential in the Authorization header (providerhttp.Do), and decodes a 2xx JSON
+// body into out (unless out is nil). A non-2xx status is mapped by providerhttp.Failure,
+// with 402 (Replicate's "insufficient credit") as quota_exhausted; a transport failure by
 // providerhttp.TransportError. The header is returned for retry hints.
 func (a *adapter) send(ctx context.Context, method, target string, body []byte, out any) (http.Header, *protocol.Error) {
-	var rd io.Reader
-	if body != nil {
-		rd = bytes.NewReader(body)
-	}
-	req, err := providerhttp.NewRequest(ctx, method, target, rd)
-	if err != nil {
-		return nil, rejected("the provider URL cannot be requested")
-	}
-	req.Header.Set("Authorization", "Bearer "+a.token.Reveal())
-	req.Header.Set("Accept", "application/json")
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := a.client.Do(req)
-	if err != nil {
-		return nil, providerhttp.TransportError(ctx, Provider, err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxDrainBytes))
-		f := providerhttp.Failure{
-			Provider:       Provider,
-			Status:         resp.StatusCode,
-			Header:         resp.Header,
-			QuotaExhausted: resp.StatusCode == http.StatusPaymentRequired,
+	header := http.Header{}
+	header.Set("Authorization", "Bearer "+a.token.Reveal())
+	header.Set("Accept", "application/json")
+	h, err := providerhttp.Do(ctx, providerhttp.Call{
+		Provider: Provider, Client: a.client, Method: method, URL: target, Body: body, Header: header,
+		Failure: func(resp *http.Response, _ []byte) *protocol.Error {
+			return providerhttp.Failure{
+				Provider:       Provider,
+				Status:         resp.StatusCode,
+				Header:         resp.Header,
+				QuotaExhausted: resp.StatusCode == http.StatusPaymentRequired,
+			}.Error()
+		},
+	}, func(resp *http.Response) (http.Header, error) {
+		if out == nil {
+			_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxDrainBytes))
+			return resp.Header, nil
 		}
-		return resp.Header, f.Error()
-	}
-	if out == nil {
-		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxDrainBytes))
+		data, err := providerhttp.ReadBody(resp.Body, maxResponseBytes)
+		switch {
+		case errors.Is(err, providerhttp.ErrBodyTooLarge):
+			return nil, unreadable()
+		case err != nil:
+			return nil, providerhttp.TransportError(ctx, Provider, err)
+		case json.Unmarshal(data, out) != nil:
+			return nil, unreadable()
+		}
 		return resp.Header, nil
+	})
+	var pe *protocol.Error
+	switch {
+	case err == nil:
+		return h, nil
+	case errors.As(err, &pe):
+		return nil, pe
 	}
-	data, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBytes+1))
-	if err != nil {
-		return nil, providerhttp.TransportError(ctx, Provider, err)
-	}
-	if len(data) > maxResponseBytes || json.Unmarshal(data, out) != nil {
-		return nil, unreadable()
-	}
-	return resp.Header, nil
+	return nil, rejected("the provider URL cannot be requested") // it did not parse
 }
 
 // sameOrigin returns raw if it is an absolute URL on the configured endpoint's origin

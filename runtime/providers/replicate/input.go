@@ -59,11 +59,10 @@ var (
 //     or a media input, or names a parameter outside d.Parameters: invalid_request (the
 //     caller asked for something the deployment does not allow).
 func CanEncode(req *protocol.Request, d *routing.Deployment) *protocol.Error {
-	if d == nil {
-		return errMissing.Clone()
-	}
-	_, err := check(req, d.Capabilities, d.Parameters)
-	return err
+	return providerhttp.CheckEncode(req, d, func(req *protocol.Request, d *routing.Deployment) *protocol.Error {
+		_, err := check(req, d.Capabilities, d.Parameters)
+		return err
+	})
 }
 
 var _ engine.EncodeCheck = CanEncode

@@ -61,12 +61,8 @@ var (
 // Register adds the adapter for Provider, built with opts, to m
 // (engine.Config.Providers), with CanEncode as its routing-time check.
 func Register(m map[string]engine.Provider, opts ...Option) {
-	m[Provider] = engine.Provider{
-		New:       func(d *routing.Deployment) (engine.Adapter, error) { return New(d, opts...) },
-		CanEncode: CanEncode,
-		// A prediction runs a model on inputs of any kind: GenAI's generic operation.
-		Operation: "generate_content",
-	}
+	// A prediction runs a model on inputs of any kind: GenAI's generic operation.
+	providerhttp.Register(m, engine.Provider{New: providerhttp.Factory(New, opts...), CanEncode: CanEncode, Operation: "generate_content"}, Provider)
 }
 
 // Option configures an adapter built by New.

@@ -317,8 +317,4 @@ func foreignURL() *protocol.Error {
 }
 
 // unreadable is the error for a response that is not a prediction object.
-func unreadable() *protocol.Error {
-	e := protocol.NewError(protocol.CodeProviderUnavailable, "the provider's response could not be read")
-	e.ProviderError = &protocol.ProviderError{Provider: Provider}
-	return e
-}
+func unreadable() *protocol.Error { return providerhttp.Unreadable(Provider, "", false) }
