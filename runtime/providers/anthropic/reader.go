@@ -70,13 +70,15 @@ type responseBlock struct {
 	Input json.RawMessage `json:"input"`
 }
 
-// usage is the provider's token usage. Fields are pointers so that a stream's later,
-// cumulative report overrides exactly the fields it carries.
+// usage is the provider's token usage, field for field the shape of providerhttp.Tokens.
+// Fields are pointers so that a stream's later, cumulative report overrides exactly the
+// fields it carries.
 type usage struct {
-	InputTokens              *float64 `json:"input_tokens"`
-	OutputTokens             *float64 `json:"output_tokens"`
-	CacheCreationInputTokens *float64 `json:"cache_creation_input_tokens"`
-	CacheReadInputTokens     *float64 `json:"cache_read_input_tokens"`
+	Input      *float64 `json:"input_tokens"`
+	Output     *float64 `json:"output_tokens"`
+	CacheRead  *float64 `json:"cache_read_input_tokens"`
+	CacheWrite *float64 `json:"cache_creation_input_tokens"`
+	Reasoning  *float64 `json:"-"` // not reported apart by the provider
 }
 
 // tokens is u in the protocol's units; nil reports nothing.
@@ -84,6 +86,5 @@ func (u *usage) tokens() providerhttp.Tokens {
 	if u == nil {
 		return providerhttp.Tokens{}
 	}
-	return providerhttp.Tokens{Input: u.InputTokens, Output: u.OutputTokens,
-		CacheRead: u.CacheReadInputTokens, CacheWrite: u.CacheCreationInputTokens}
+	return providerhttp.Tokens(*u)
 }

@@ -53,21 +53,21 @@ func (r *reader) finish(stopReason string) (engine.Outcome, error) {
 	return engine.Outcome{FinishReason: r.clean(stopReason)}, nil
 }
 
-// usage is the provider's TokenUsage. Fields are pointers so that a field the provider
-// did not report is left out rather than reported as zero.
+// usage is the provider's TokenUsage, field for field the shape of providerhttp.Tokens
+// (totalTokens, the sum, is not reported). Fields are pointers so that a field the
+// provider did not report is left out rather than reported as zero.
 type usage struct {
-	InputTokens           *float64 `json:"inputTokens"`
-	OutputTokens          *float64 `json:"outputTokens"`
-	CacheReadInputTokens  *float64 `json:"cacheReadInputTokens"`
-	CacheWriteInputTokens *float64 `json:"cacheWriteInputTokens"`
+	Input      *float64 `json:"inputTokens"`
+	Output     *float64 `json:"outputTokens"`
+	CacheRead  *float64 `json:"cacheReadInputTokens"`
+	CacheWrite *float64 `json:"cacheWriteInputTokens"`
+	Reasoning  *float64 `json:"-"` // not reported apart by the provider
 }
 
-// tokens is u in the protocol's units (totalTokens, their sum, is not reported); nil
-// reports nothing.
+// tokens is u in the protocol's units; nil reports nothing.
 func (u *usage) tokens() providerhttp.Tokens {
 	if u == nil {
 		return providerhttp.Tokens{}
 	}
-	return providerhttp.Tokens{Input: u.InputTokens, Output: u.OutputTokens,
-		CacheRead: u.CacheReadInputTokens, CacheWrite: u.CacheWriteInputTokens}
+	return providerhttp.Tokens(*u)
 }

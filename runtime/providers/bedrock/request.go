@@ -168,12 +168,15 @@ const (
 // trusts what DecodeRequest guarantees (json parts and tool parameters are valid JSON)
 // and re-checks everything else.
 func CanEncode(req *protocol.Request, d *routing.Deployment) *protocol.Error {
-	return providerhttp.CheckEncode(req, d, func(req *protocol.Request, d *routing.Deployment) *protocol.Error {
-		return check(req, d.Capabilities)
-	})
+	return providerhttp.CheckEncode(req, d, encodable)
 }
 
 var _ engine.EncodeCheck = CanEncode
+
+// encodable is check on d's configuration.
+func encodable(req *protocol.Request, d *routing.Deployment) *protocol.Error {
+	return check(req, d.Capabilities)
+}
 
 // check returns the first refusal of r for a deployment with caps, or nil. It is the only
 // place refusals are decided: buildRequest maps only requests it admits.
@@ -372,7 +375,7 @@ func buildRequest(r *protocol.Request, caps routing.CapSet) (*converseRequest, *
 			}
 		default:
 			if b, ok := turnBlock(p, names); ok {
-				cr.Messages = appendBlock(cr.Messages, roleOf(p), b)
+				cr.Messages = providerhttp.AppendTurn(cr.Messages, roleOf(p), b, (*message).fields)
 			}
 		}
 	}
@@ -446,14 +449,8 @@ func textOf(p *protocol.Part) (string, bool) {
 	return text, text != ""
 }
 
-// appendBlock adds b to the last turn when it has the same role, else starts a new turn.
-func appendBlock(msgs []message, role string, b contentBlock) []message {
-	if n := len(msgs); n > 0 && msgs[n-1].Role == role {
-		msgs[n-1].Content = append(msgs[n-1].Content, b)
-		return msgs
-	}
-	return append(msgs, message{Role: role, Content: []contentBlock{b}})
-}
+// fields are a turn's role and content, for providerhttp.AppendTurn.
+func (t *message) fields() (*string, *[]contentBlock) { return &t.Role, &t.Content }
 
 // toolResultsFirst moves a user turn's toolResult blocks before its other blocks, keeping
 // each group's order: models behind Converse (Anthropic's among them) want the results

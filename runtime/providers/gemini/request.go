@@ -180,12 +180,15 @@ var modality = map[protocol.PartType]protocol.Capability{
 // trusts what DecodeRequest guarantees (json parts and tool parameters are valid JSON)
 // and re-checks everything else.
 func CanEncode(req *protocol.Request, d *routing.Deployment) *protocol.Error {
-	return providerhttp.CheckEncode(req, d, func(req *protocol.Request, d *routing.Deployment) *protocol.Error {
-		return check(req, d.Provider, d.Capabilities)
-	})
+	return providerhttp.CheckEncode(req, d, encodable)
 }
 
 var _ engine.EncodeCheck = CanEncode
+
+// encodable is check on d's configuration.
+func encodable(req *protocol.Request, d *routing.Deployment) *protocol.Error {
+	return check(req, d.Provider, d.Capabilities)
+}
 
 // check returns the first refusal of r for a deployment of provider with caps, or nil.
 // It is the only place refusals are decided: buildRequest maps only requests it admits.
@@ -351,7 +354,7 @@ func buildRequest(r *protocol.Request, provider string, caps routing.CapSet) (*g
 			}
 		default:
 			if role, pt, ok := turnPart(r.Input, i); ok {
-				gr.Contents = appendPart(gr.Contents, role, pt)
+				gr.Contents = providerhttp.AppendTurn(gr.Contents, role, pt, (*content).fields)
 			}
 		}
 	}
@@ -429,14 +432,8 @@ func textPart(p *protocol.Part) (part, bool) {
 	return part{Text: &s}, true
 }
 
-// appendPart adds pt to the last turn when it has the same role, else starts a new turn.
-func appendPart(contents []content, role string, pt part) []content {
-	if n := len(contents); n > 0 && contents[n-1].Role == role {
-		contents[n-1].Parts = append(contents[n-1].Parts, pt)
-		return contents
-	}
-	return append(contents, content{Role: role, Parts: []part{pt}})
-}
+// fields are a turn's role and parts, for providerhttp.AppendTurn.
+func (t *content) fields() (*string, *[]part) { return &t.Role, &t.Parts }
 
 // functionResponsesFirst moves a user turn's function responses before its other parts,
 // keeping each group's order: the turn that answers a function call must answer it

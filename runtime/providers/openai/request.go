@@ -122,12 +122,15 @@ func unsupported(msg string) *protocol.Error {
 // trusts what DecodeRequest guarantees (json parts and tool parameters are valid JSON)
 // and re-checks everything else.
 func CanEncode(req *protocol.Request, d *routing.Deployment) *protocol.Error {
-	return providerhttp.CheckEncode(req, d, func(req *protocol.Request, d *routing.Deployment) *protocol.Error {
-		return check(req, d.Capabilities)
-	})
+	return providerhttp.CheckEncode(req, d, encodable)
 }
 
 var _ engine.EncodeCheck = CanEncode
+
+// encodable is check on d's configuration.
+func encodable(req *protocol.Request, d *routing.Deployment) *protocol.Error {
+	return check(req, d.Capabilities)
+}
 
 // check returns the first refusal of req for a deployment with caps, or nil. It is the
 // only place refusals are decided: buildRequest maps only requests it admits.

@@ -71,3 +71,20 @@ func ObjectText(raw json.RawMessage) string {
 	}
 	return buf.String()
 }
+
+// AppendTurn adds item to the last of turns when that turn has role, else starts a turn
+// of role with it: the APIs that take a conversation as turns (Anthropic's messages,
+// Bedrock's Converse messages, Gemini's contents) take consecutive parts of one role as
+// one turn. fields gives a turn's role and items, to read and to set.
+func AppendTurn[T, I any](turns []T, role string, item I, fields func(*T) (*string, *[]I)) []T {
+	if n := len(turns); n > 0 {
+		if r, items := fields(&turns[n-1]); *r == role {
+			*items = append(*items, item)
+			return turns
+		}
+	}
+	var t T
+	r, items := fields(&t)
+	*r, *items = role, []I{item}
+	return append(turns, t)
+}

@@ -118,3 +118,20 @@ func TestJSONText(t *testing.T) {
 		}
 	}
 }
+
+// AppendTurn merges consecutive items of one role into one turn.
+func TestAppendTurn(t *testing.T) {
+	type turn struct {
+		Role  string
+		Items []int
+	}
+	fields := func(t *turn) (*string, *[]int) { return &t.Role, &t.Items }
+	var turns []turn
+	for i, role := range []string{"user", "user", "assistant", "user"} {
+		turns = AppendTurn(turns, role, i, fields)
+	}
+	want := []turn{{"user", []int{0, 1}}, {"assistant", []int{2}}, {"user", []int{3}}}
+	if !reflect.DeepEqual(turns, want) {
+		t.Errorf("turns %v, want %v", turns, want)
+	}
+}

@@ -387,13 +387,7 @@ var checks = map[Scenario]func(*testing.T, Wire){
 			t.Errorf("usage %v, want %v", got, w.Usage)
 		}
 	},
-	InStreamError: func(t *testing.T, w Wire) {
-		a := w.run(t, InStreamError, textRequest)
-		a.wantError(t, protocol.CodeProviderUnavailable, false)
-		if got := a.text(t); got != ScriptPartial {
-			t.Errorf("output text %q, want %q recorded before the error", got, ScriptPartial)
-		}
-	},
+	InStreamError: func(t *testing.T, w Wire) { checkFailureAfterOutput(t, w, InStreamError) },
 	CutBeforeOutput: func(t *testing.T, w Wire) {
 		a := w.run(t, CutBeforeOutput, textRequest)
 		a.wantError(t, protocol.CodeProviderUnavailable, true)
@@ -401,13 +395,7 @@ var checks = map[Scenario]func(*testing.T, Wire){
 			t.Errorf("%d events emitted, want none", n)
 		}
 	},
-	CutAfterOutput: func(t *testing.T, w Wire) {
-		a := w.run(t, CutAfterOutput, textRequest)
-		a.wantError(t, protocol.CodeProviderUnavailable, false)
-		if got := a.text(t); got != ScriptPartial {
-			t.Errorf("output text %q, want %q", got, ScriptPartial)
-		}
-	},
+	CutAfterOutput: func(t *testing.T, w Wire) { checkFailureAfterOutput(t, w, CutAfterOutput) },
 	Stall: func(t *testing.T, w Wire) {
 		u := newUpstream(t, w, func(rw http.ResponseWriter, r *http.Request) { w.Respond(Stall, rw, r) })
 		a := w.execute(t, u, textRequest, func(p context.Context) (context.Context, func()) {
@@ -620,6 +608,16 @@ func checkRedirect(t *testing.T, w Wire) {
 	defer mu.Unlock()
 	if reached != 0 {
 		t.Errorf("the redirect was followed %d times", reached)
+	}
+}
+
+// checkFailureAfterOutput runs s, a scenario that fails after the text ScriptPartial:
+// the text stays recorded, and the failure is provider_unavailable, not retryable.
+func checkFailureAfterOutput(t *testing.T, w Wire, s Scenario) {
+	a := w.run(t, s, textRequest)
+	a.wantError(t, protocol.CodeProviderUnavailable, false)
+	if got := a.text(t); got != ScriptPartial {
+		t.Errorf("output text %q, want %q recorded before the error", got, ScriptPartial)
 	}
 }
 

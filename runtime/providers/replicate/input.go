@@ -59,13 +59,16 @@ var (
 //     or a media input, or names a parameter outside d.Parameters: invalid_request (the
 //     caller asked for something the deployment does not allow).
 func CanEncode(req *protocol.Request, d *routing.Deployment) *protocol.Error {
-	return providerhttp.CheckEncode(req, d, func(req *protocol.Request, d *routing.Deployment) *protocol.Error {
-		_, err := check(req, d.Capabilities, d.Parameters)
-		return err
-	})
+	return providerhttp.CheckEncode(req, d, encodable)
 }
 
 var _ engine.EncodeCheck = CanEncode
+
+// encodable is check on d's configuration, its refusal only.
+func encodable(req *protocol.Request, d *routing.Deployment) *protocol.Error {
+	_, err := check(req, d.Capabilities, d.Parameters)
+	return err
+}
 
 // check refuses what CanEncode refuses for a deployment with caps and allowed parameter
 // names, and returns the parameters req sets. It is the only place refusals are
