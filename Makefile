@@ -118,9 +118,10 @@ vet: ## Run go vet.
 	go vet -C $(IMAGE_TOOL) ./...
 
 .PHONY: lint
-lint: ## Run golangci-lint (.golangci.yml); the pinned linter is built into bin/ once.
+lint: ## Run golangci-lint (.golangci.yml) and dupl across the adapters; the pinned linter is built into bin/ once.
 	hack/lint.sh config verify
 	hack/lint.sh run $(LINT_FLAGS) ./...
+	hack/dupl.sh runtime/providers
 	cd $(IMAGE_TOOL) && $(CURDIR)/bin/golangci-lint run $(LINT_FLAGS) ./...
 
 # FUZZ_TIME bounds each fuzz target `make fuzz` runs (its seed corpus also runs in every
