@@ -329,15 +329,9 @@ func query(req *protocol.Request) routing.Query {
 		Deadline:    time.Duration(req.DeadlineOrDefault()) * time.Millisecond,
 		MaxAttempts: req.MaxAttemptsOrDefault(),
 	}
-	if req.Routing != nil && len(req.Routing.Prefer) > 0 {
-		q.Prefer = make([]routing.Ref, 0, len(req.Routing.Prefer))
-		for _, s := range req.Routing.Prefer {
-			// The decoder validated the refs; one that still does not parse can match
-			// nothing anyway.
-			if ref, ok := routing.ParseRef(s); ok {
-				q.Prefer = append(q.Prefer, ref)
-			}
-		}
+	if req.Routing != nil {
+		q.Prefer = refs(req.Routing.Prefer)
+		q.Only = refs(req.Routing.Only)
 	}
 	if len(req.Extensions) > 0 {
 		q.ExtensionKeys = make([]string, 0, len(req.Extensions))
@@ -346,6 +340,22 @@ func query(req *protocol.Request) routing.Query {
 		}
 	}
 	return q
+}
+
+// refs parses the deployment references of a request's routing hints; nil for none.
+func refs(list []string) []routing.Ref {
+	if len(list) == 0 {
+		return nil
+	}
+	out := make([]routing.Ref, 0, len(list))
+	for _, s := range list {
+		// The decoder validated the refs; one that still does not parse can match
+		// nothing anyway.
+		if ref, ok := routing.ParseRef(s); ok {
+			out = append(out, ref)
+		}
+	}
+	return out
 }
 
 // create stores the execution and its execution.accepted event, for the idempotency

@@ -124,6 +124,7 @@ const (
 const (
 	routingPrefer = iota
 	routingMaxAttempts
+	routingOnly
 )
 
 var (
@@ -131,7 +132,7 @@ var (
 		reqAbility: "ability", reqInput: "input", reqRequirements: "requirements", reqRouting: "routing",
 		reqDeadline: "deadline_ms", reqMetadata: "metadata", reqExtensions: "extensions",
 	}
-	routingFieldNames = []string{routingPrefer: "prefer", routingMaxAttempts: "max_attempts"}
+	routingFieldNames = []string{routingPrefer: "prefer", routingMaxAttempts: "max_attempts", routingOnly: "only"}
 	partTypeNames     = enumNames(PartTypes)
 	contentTypeNames  = enumNames(ContentPartTypes)
 	roleNames         = enumNames(Roles)
@@ -317,25 +318,33 @@ func (d *requestDecoder) routing(r *Request) error {
 			rt.MaxAttempts = &attempts
 			return nil
 		}
-		if d.peek() != '[' {
-			return violation(pPrefer, rArray)
+		list, item := pPrefer, pPreferItem
+		if i == routingOnly {
+			list, item = pOnly, pOnlyItem
 		}
-		prefer := []string{}
+		if d.peek() != '[' {
+			return violation(list, rArray)
+		}
+		refs := []string{}
 		err := d.elements(func() error {
 			if d.peek() != '"' {
-				return violation(pPreferItem, rString)
+				return violation(item, rString)
 			}
 			s := d.str()
 			if !deploymentRefRE.MatchString(s) || !refLengthsRE.MatchString(s) {
-				return violation(pPreferItem, rDeploymentRef)
+				return violation(item, rDeploymentRef)
 			}
-			if len(prefer) == MaxPrefer {
-				return violation(pPrefer, rPreferCount)
+			if len(refs) == MaxPrefer {
+				return violation(list, rPreferCount)
 			}
-			prefer = append(prefer, s)
+			refs = append(refs, s)
 			return nil
 		})
-		rt.Prefer = prefer
+		if i == routingOnly {
+			rt.Only = refs
+		} else {
+			rt.Prefer = refs
+		}
 		return err
 	})
 	if err != nil {

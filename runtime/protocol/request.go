@@ -19,7 +19,7 @@ const (
 	MaxContentParts = 256
 	// MaxRequirements bounds Request.Requirements.
 	MaxRequirements = 16
-	// MaxPrefer bounds Routing.Prefer.
+	// MaxPrefer bounds Routing.Prefer and Routing.Only.
 	MaxPrefer = 8
 	// MaxAttemptsLimit is the largest Routing.MaxAttempts a caller may ask for.
 	MaxAttemptsLimit = 5
@@ -113,6 +113,10 @@ type Routing struct {
 	// prefer lists ModelDeployments ("namespace/name") to try first, in this order, when
 	// they are eligible; at most 8.
 	Prefer []string `json:"prefer,omitempty"`
+	// only restricts routing to these ModelDeployments ("namespace/name"), at most 8:
+	// no other is tried, even when none of them is eligible. A front door pins the
+	// deployment a caller names as its model with it.
+	Only []string `json:"only,omitempty"`
 	// max_attempts is the number of models to try before giving up, 1 to 5; default 3,
 	// capped by policy.
 	MaxAttempts *int `json:"max_attempts,omitempty"`

@@ -78,6 +78,10 @@ func (Routing) JSONSchemaExtend(s *jsonschema.Schema) {
 	prefer.MaxItems = schemaCount(MaxPrefer)
 	prefer.Items.Pattern = DeploymentRefPattern
 	prefer.Items.AllOf = []*jsonschema.Schema{{Pattern: deploymentRefLengths}}
+	only := schemaProperty(s, "only")
+	only.MaxItems = schemaCount(MaxPrefer)
+	only.Items.Pattern = DeploymentRefPattern
+	only.Items.AllOf = []*jsonschema.Schema{{Pattern: deploymentRefLengths}}
 
 	attempts := schemaProperty(s, "max_attempts")
 	attempts.Minimum = schemaNumber(1)

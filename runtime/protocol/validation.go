@@ -51,6 +51,8 @@ var (
 	pRouting       = newPath("routing")
 	pPrefer        = newPath("routing.prefer")
 	pPreferItem    = newPath("routing.prefer[]")
+	pOnly          = newPath("routing.only")
+	pOnlyItem      = newPath("routing.only[]")
 	pMaxAttempts   = newPath("routing.max_attempts")
 	pDeadline      = newPath("deadline_ms")
 	pMetadata      = newPath("metadata")

@@ -16,6 +16,9 @@ type Query struct {
 	Required CapSet
 	// Prefer lists deployments to try first, in the caller's order, when eligible.
 	Prefer []Ref
+	// Only, if not nil, restricts the route to these deployments: the others serving
+	// the ability are treated as if they did not exist.
+	Only []Ref
 	// Deadline is the requested execution deadline (> 0).
 	Deadline time.Duration
 	// MaxAttempts is the requested number of attempts (> 0).
@@ -97,6 +100,9 @@ func (e *NoEligibleError) Error() string {
 // route's limits; they do not exclude.
 func (t *Table) Route(q Query) (Route, error) {
 	serving, _ := t.byAbility.get(ability(q.Ability))
+	if q.Only != nil {
+		serving = slices.DeleteFunc(slices.Clone(serving), func(d *Deployment) bool { return !slices.Contains(q.Only, d.Ref) })
+	}
 	var visible func(namespace string) bool
 	if q.Visible != nil {
 		var err error

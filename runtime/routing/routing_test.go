@@ -518,3 +518,41 @@ func TestRouteAsksVisibilityAboutCandidatesOnly(t *testing.T) {
 		t.Errorf("Visible's error: Route returned %v", err)
 	}
 }
+
+func TestRouteOnly(t *testing.T) {
+	table := NewTable([]Deployment{
+		deployment("team-a", "text", textCaps, func(d *Deployment) { d.Priority = 10 }),
+		deployment("team-b", "text", textCaps),
+		deployment("team-b", "vision", textCaps|CapsOf(protocol.CapInputImage)),
+	})
+	var asked []string
+	only := func(refs ...Ref) func(q *Query) {
+		return func(q *Query) {
+			q.MaxAttempts = 5
+			q.Only = refs
+			q.Visible = func(candidates, _ []string) (func(string) bool, error) {
+				asked = slices.Clone(candidates)
+				return func(string) bool { return true }, nil
+			}
+		}
+	}
+	r, err := table.Route(query(CapsOf(protocol.CapInputText), only(Ref{"team-b", "text"})))
+	if err != nil || !slices.Equal(refs(r), []string{"team-b/text"}) {
+		t.Errorf("route %v, %v: want team-b/text alone, never the higher-priority fallback", refs(r), err)
+	}
+	if !slices.Equal(asked, []string{"team-b"}) {
+		t.Errorf("Visible asked about %v: want the pinned deployment's namespace only", asked)
+	}
+
+	// A pinned deployment that is not eligible is not replaced by one that is.
+	_, err = table.Route(query(CapsOf(protocol.CapInputText, protocol.CapInputImage), only(Ref{"team-b", "text"})))
+	var ne *NoEligibleError
+	if !errors.As(err, &ne) {
+		t.Errorf("pinned to a text model, an image request: %v, want NoEligibleError", err)
+	}
+
+	// An empty, non-nil Only pins nothing: nothing is eligible.
+	if _, err := table.Route(query(CapsOf(protocol.CapInputText), only([]Ref{}...))); !errors.As(err, &ne) || !ne.NoAbility {
+		t.Errorf("empty Only: %v, want NoEligibleError{NoAbility}", err)
+	}
+}
