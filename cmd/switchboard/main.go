@@ -359,6 +359,8 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		AccessLog:       accessLog.Write,
 		Observer:        metrics.HTTP(),
 		Tracer:          tracer,
+		Table:           holder,
+		FrontDoors:      frontDoors(),
 	}))
 	api.BaseContext = func(net.Listener) context.Context { return serving }
 	var certs []*certwatcher.CertWatcher

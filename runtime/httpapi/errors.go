@@ -20,7 +20,7 @@ type handlerFunc func(http.ResponseWriter, *http.Request) error
 
 // handle adapts an endpoint to http.Handler. The response must be written within the
 // write timeout, so a client that stops reading cannot hold the handler; an event
-// stream renews the deadline for every frame instead (frameWriter).
+// stream renews the deadline for every frame instead (compat.Stream).
 func (s *server) handle(h handlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// A writer without deadlines (a test recorder) answers ErrNotSupported: fine.

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/switchboard-dev/switchboard/runtime/auth"
+	"github.com/switchboard-dev/switchboard/runtime/compat"
 	"github.com/switchboard-dev/switchboard/runtime/eventstore"
 	"github.com/switchboard-dev/switchboard/runtime/protocol"
 	"github.com/switchboard-dev/switchboard/runtime/sse"
@@ -116,7 +117,7 @@ func (s *server) openStream(w http.ResponseWriter, r *http.Request, id string) (
 // the engine never waits for it.
 func (s *server) tail(w http.ResponseWriter, r *http.Request, id string, cursor uint64) error {
 	ctx := r.Context()
-	out := frameWriter{w: w, rc: http.NewResponseController(w), timeout: s.writeTimeout}
+	out := compat.NewStream(w, s.writeTimeout)
 	idle := newIdleTimer(ctx, s.keepAlive)
 	defer idle.stop()
 	// The frame buffers come from a pool while events are written and go back before
@@ -140,7 +141,7 @@ func (s *server) tail(w http.ResponseWriter, r *http.Request, id string, cursor 
 		}
 		woken = false
 		if len(events) == 0 && opening != nil {
-			if err := out.write(opening); err != nil {
+			if err := out.Write(opening); err != nil {
 				return err
 			}
 			opening = nil
@@ -160,7 +161,7 @@ func (s *server) tail(w http.ResponseWriter, r *http.Request, id string, cursor 
 			cursor = ev.Sequence
 			if last := i == len(events)-1 || ev.Type.Terminal(); last || len(frame) >= coalesceBytes {
 				bufs.frame = frame
-				if err := out.write(frame); err != nil {
+				if err := out.Write(frame); err != nil {
 					return err
 				}
 				frame = frame[:0]
@@ -186,7 +187,7 @@ func (s *server) tail(w http.ResponseWriter, r *http.Request, id string, cursor 
 			if ctx.Err() != nil || !idle.fired() {
 				return err
 			}
-			if err := out.write(keepAlive); err != nil {
+			if err := out.Write(keepAlive); err != nil {
 				return err
 			}
 			idle.renew()
@@ -258,27 +259,6 @@ var retryFrame = sse.AppendRetry(nil, sseRetry)
 
 // keepAlive is the keep-alive comment frame.
 var keepAlive = sse.AppendComment(nil, "keep-alive")
-
-// frameWriter writes whole frames to a stream: one Write per frame, then a flush, under
-// a fresh write deadline, so that a reader that stops reading is dropped after the
-// timeout instead of holding the handler forever.
-type frameWriter struct {
-	w       http.ResponseWriter
-	rc      *http.ResponseController
-	timeout time.Duration
-}
-
-func (f *frameWriter) write(frame []byte) error {
-	// A writer without deadlines (a recorder in tests) still streams; only the bound on
-	// stalled readers is lost, and real servers support it.
-	if err := f.rc.SetWriteDeadline(time.Now().Add(f.timeout)); err != nil && !errors.Is(err, http.ErrNotSupported) {
-		return err
-	}
-	if _, err := f.w.Write(frame); err != nil {
-		return err
-	}
-	return f.rc.Flush()
-}
 
 // logStreamEnd logs why a stream ended early. A client that left or stopped reading, a
 // store shutting down and an execution removed by retention are routine; any other store

@@ -21,6 +21,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/switchboard-dev/switchboard/runtime/auth"
+	"github.com/switchboard-dev/switchboard/runtime/compat"
 	"github.com/switchboard-dev/switchboard/runtime/engine"
 	"github.com/switchboard-dev/switchboard/runtime/eventstore"
 	"github.com/switchboard-dev/switchboard/runtime/protocol"
@@ -93,6 +94,12 @@ type Config struct {
 	// Now returns the current time, at which stream tokens are checked. Default
 	// time.Now.
 	Now func() time.Time
+	// FrontDoors are the compatible front doors served beside the native API
+	// (spec/compat.md); none when empty.
+	FrontDoors []compat.Door
+	// Table is the routing table the engine routes on; the front doors list and
+	// resolve model names from it. Required with FrontDoors.
+	Table engine.TableSource
 }
 
 // server is the handler NewServer returns.
@@ -109,6 +116,7 @@ type server struct {
 	tracer          trace.Tracer // nil: tracing is off
 	now             func() time.Time
 	mux             *http.ServeMux
+	table           engine.TableSource // Config.Table; may be nil without front doors
 
 	auth   *auth.Auth
 	tokens *auth.StreamTokens
@@ -143,6 +151,7 @@ func newServer(cfg Config) *server {
 		now:             cfg.Now,
 		mux:             http.NewServeMux(),
 		auth:            cfg.Auth,
+		table:           cfg.Table,
 	}
 	if s.auth != nil {
 		s.tokens = cfg.StreamTokens
@@ -163,5 +172,6 @@ func newServer(cfg Config) *server {
 		s.obs = nopObserver{}
 	}
 	s.routes()
+	s.doorRoutes(cfg.FrontDoors)
 	return s
 }

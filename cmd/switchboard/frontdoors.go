@@ -1,0 +1,9 @@
+package main
+
+import "github.com/switchboard-dev/switchboard/runtime/compat"
+
+// frontDoors are the compatible front doors the runtime serves beside its native API
+// (spec/compat.md).
+func frontDoors() []compat.Door {
+	return nil
+}
