@@ -106,6 +106,12 @@ chart-template: ## Render charts/switchboard with its default and production val
 	$(HELM) template switchboard charts/switchboard -n switchboard-system --include-crds \
 		-f charts/switchboard/ci/production-values.yaml > $(CHART_DIR)/production.yaml
 
+.PHONY: sdk-deps
+sdk-deps: test/sdk/node_modules/.package-lock.json ## Install the official Node SDKs the front-door tests drive (npm ci from test/sdk's lockfile; once).
+
+test/sdk/node_modules/.package-lock.json: test/sdk/package.json test/sdk/package-lock.json
+	npm ci --prefix test/sdk --no-audit --no-fund
+
 .PHONY: envtest-assets
 envtest-assets: ## Build kube-apiserver, etcd and kubectl for envtest (once; cached in bin/k8s).
 	hack/envtest-assets.sh $(ENVTEST_ASSETS)
@@ -132,7 +138,7 @@ lint: ## Run golangci-lint (.golangci.yml) and dupl across the adapters; the pin
 FUZZ_TIME ?= 80000x
 
 .PHONY: test
-test: verify vet lint envtest-assets helm ## Run every test (unit, envtest, end to end, bounded fuzzing) after make verify and lint.
+test: verify vet lint envtest-assets helm sdk-deps ## Run every test (unit, envtest, end to end, bounded fuzzing) after make verify and lint.
 	go test -race $(GO_TEST_FLAGS) $(RACE_PKGS)
 	go test $(GO_TEST_FLAGS) $(PLAIN_PKGS)
 	go test $(GO_TEST_FLAGS) -run 'Allocations$$|^TestIdleStreamStack$$' ./runtime/httpapi ./runtime/protocol
