@@ -188,7 +188,7 @@ func TestExtensionRegistry(t *testing.T) {
 	}
 	for _, k := range []string{
 		"openai.reasoning_effort", "openai.temperature", "openai.top_p", "openai.max_completion_tokens",
-		"openai.seed", "anthropic.max_tokens", "anthropic.temperature", "anthropic.top_k", "replicate.input",
+		"openai.seed", "anthropic.max_tokens", "anthropic.temperature", "anthropic.top_k", "anthropic.cache_control", "replicate.input",
 		"gemini.temperature", "gemini.top_p", "gemini.top_k", "gemini.max_output_tokens", "gemini.seed",
 		"gemini.stop_sequences", "gemini.thinking_budget", "gemini.thinking_level",
 		"bedrock.max_tokens", "bedrock.temperature", "bedrock.top_p", "bedrock.stop_sequences",

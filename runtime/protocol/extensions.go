@@ -45,6 +45,10 @@ const (
 	maxParameterExponent = 308
 )
 
+// CacheBreakpointPattern is the grammar of one anthropic.cache_control entry: an input
+// part's index (below MaxInputParts), optionally with the cache TTL.
+const CacheBreakpointPattern = `^(0|[1-9][0-9]{0,2})(:(5m|1h))?$`
+
 // ExtensionSpec documents one request extension key that a bundled adapter reads
 // (spec/http-api.md, "Request"). DecodeRequest accepts only documented keys, and only
 // values of the documented type and range, so a bad value fails at submission rather
@@ -63,7 +67,7 @@ type ExtensionSpec struct {
 	MaxLength int
 	// MaxItems bounds the strings of ExtensionStrings.
 	MaxItems int
-	// Pattern constrains string values.
+	// Pattern constrains string values (each string of ExtensionStrings).
 	Pattern string
 
 	re *regexp.Regexp
@@ -90,6 +94,11 @@ var documentedExtensions = []ExtensionSpec{
 	{Key: "anthropic.temperature", Source: "temperature", Type: ExtensionNumber, Minimum: 0, Maximum: 1},
 	// Sample only from the k most likely tokens.
 	{Key: "anthropic.top_k", Source: "top_k", Type: ExtensionInteger, Minimum: 0, Maximum: math.MaxInt32},
+	// Prompt-cache breakpoints: the input parts whose blocks carry cache_control
+	// {"type":"ephemeral"}, each named by its index in input, with ":1h" for a one-hour
+	// TTL (":5m", the default, may be written too); the API allows four. It places
+	// markers on content the request already holds and adds none.
+	{Key: "anthropic.cache_control", Source: "cache_control", Type: ExtensionStrings, MaxItems: 4, MaxLength: 6, Pattern: CacheBreakpointPattern},
 	// Sampling temperature, 0 to 2.
 	{Key: "gemini.temperature", Source: "generationConfig.temperature", Type: ExtensionNumber, Minimum: 0, Maximum: 2},
 	// Nucleus sampling probability mass, 0 to 1.
@@ -218,7 +227,7 @@ func (s *ExtensionSpec) check(c *jsonCursor) rule {
 				return errStop
 			}
 			v := c.str()
-			if v == "" || utf8.RuneCountInString(v) > s.MaxLength || n > s.MaxItems {
+			if v == "" || utf8.RuneCountInString(v) > s.MaxLength || n > s.MaxItems || (s.re != nil && !s.re.MatchString(v)) {
 				bad = true
 				return errStop
 			}

@@ -64,7 +64,7 @@ func (s *ExtensionSpec) schema() *jsonschema.Schema {
 	}
 	if s.Type == ExtensionStrings {
 		out.MaxItems = schemaCount(s.MaxItems)
-		out.Items = &jsonschema.Schema{Type: "string", MinLength: schemaCount(1), MaxLength: schemaCount(s.MaxLength)}
+		out.Items = &jsonschema.Schema{Type: "string", MinLength: schemaCount(1), MaxLength: schemaCount(s.MaxLength), Pattern: s.Pattern}
 		return out
 	}
 	out.Minimum = schemaNumber(s.Minimum)

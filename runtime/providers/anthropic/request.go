@@ -45,6 +45,8 @@ type contentBlock struct {
 	ToolUseID string          `json:"tool_use_id,omitempty"`
 	// Content is a tool_result's content: a string or a list of text and image blocks.
 	Content any `json:"content,omitempty"`
+	// CacheControl marks a cache breakpoint (cache.go).
+	CacheControl *cacheControl `json:"cache_control,omitempty"`
 }
 
 // imageSource is an image block's source: base64 data with its media type, or a URL.
@@ -60,6 +62,8 @@ type tool struct {
 	Name        string          `json:"name"`
 	Description string          `json:"description,omitempty"`
 	InputSchema json.RawMessage `json:"input_schema"`
+	// CacheControl marks a cache breakpoint (cache.go).
+	CacheControl *cacheControl `json:"cache_control,omitempty"`
 }
 
 // Wire roles. Anthropic has no system or tool role inside messages: system text goes to
@@ -123,6 +127,9 @@ func encodable(req *protocol.Request, d *routing.Deployment) *protocol.Error {
 // place refusals are decided: buildRequest maps only requests it admits.
 func check(r *protocol.Request, caps routing.CapSet) *protocol.Error {
 	if err := applyExtensions(&messagesRequest{}, r.Extensions); err != nil {
+		return err
+	}
+	if _, err := breakpoints(r.Extensions, len(r.Input)); err != nil {
 		return err
 	}
 	m := mapper{
@@ -235,6 +242,7 @@ func buildRequest(r *protocol.Request, model string, caps routing.CapSet, stream
 	}
 	mr := &messagesRequest{Model: model, MaxTokens: DefaultMaxTokens, Stream: stream, Messages: []message{}}
 	_ = applyExtensions(mr, r.Extensions) // check accepted every value
+	marks, _ := breakpoints(r.Extensions, len(r.Input))
 	for i := range r.Input {
 		p := &r.Input[i]
 		switch {
@@ -243,13 +251,15 @@ func buildRequest(r *protocol.Request, model string, caps routing.CapSet, stream
 			if len(bytes.TrimSpace(schema)) == 0 {
 				schema = emptySchema
 			}
-			mr.Tools = append(mr.Tools, tool{Name: p.Name, Description: p.Description, InputSchema: schema})
+			mr.Tools = append(mr.Tools, tool{Name: p.Name, Description: p.Description, InputSchema: schema, CacheControl: marks[i]})
 		case isSystem(p):
 			if b, ok := textOf(p); ok {
+				b.CacheControl = marks[i]
 				mr.System = append(mr.System, b)
 			}
 		default:
 			if role, b, ok := turnBlock(p); ok {
+				b.CacheControl = marks[i]
 				mr.Messages = providerhttp.AppendTurn(mr.Messages, role, b, (*message).fields)
 			}
 		}

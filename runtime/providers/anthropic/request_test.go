@@ -116,6 +116,28 @@ func TestRequestMapping(t *testing.T) {
 				"messages":[{"role":"user","content":[{"type":"text","text":"Hi"}]}]}`,
 		},
 		{
+			name: "cache breakpoints mark the blocks their parts become",
+			caps: []func(*routing.Deployment){tools},
+			req: `"input":[
+				{"type":"text","role":"system","text":"You are a librarian."},
+				{"type":"tool","name":"lookup","parameters":{"type":"object"}},
+				{"type":"text","text":""},
+				{"type":"text","text":"The whole catalogue."},
+				{"type":"tool_call","role":"assistant","call_id":"toolu_1","name":"lookup","arguments":"{}"},
+				{"type":"tool_result","call_id":"toolu_1","content":[{"type":"text","text":"found"}]},
+				{"type":"text","text":"And now?"}],
+				"extensions":{"anthropic.cache_control":["0:1h","1","2","5:5m"]}`,
+			want: `{"model":"claude-sonnet-4-5","max_tokens":4096,
+				"system":[{"type":"text","text":"You are a librarian.","cache_control":{"type":"ephemeral","ttl":"1h"}}],
+				"tools":[{"name":"lookup","input_schema":{"type":"object"},"cache_control":{"type":"ephemeral"}}],
+				"messages":[
+				{"role":"user","content":[{"type":"text","text":"The whole catalogue."}]},
+				{"role":"assistant","content":[{"type":"tool_use","id":"toolu_1","name":"lookup","input":{}}]},
+				{"role":"user","content":[
+					{"type":"tool_result","tool_use_id":"toolu_1","content":[{"type":"text","text":"found"}],"cache_control":{"type":"ephemeral"}},
+					{"type":"text","text":"And now?"}]}]}`,
+		},
+		{
 			name: "integral numbers in exponent form",
 			req:  `"input":[{"type":"text","text":"Hi"}],"extensions":{"anthropic.max_tokens":2e3,"anthropic.temperature":0}`,
 			want: `{"model":"claude-sonnet-4-5","max_tokens":2000,"temperature":0,
@@ -181,6 +203,10 @@ func TestRequestRefused(t *testing.T) {
 			req: &protocol.Request{Input: []protocol.Part{text}, Extensions: map[string]json.RawMessage{"anthropic.top_k": raw(`-1`)}}},
 		{name: "top_k null",
 			req: &protocol.Request{Input: []protocol.Part{text}, Extensions: map[string]json.RawMessage{"anthropic.top_k": raw(`null`)}}},
+		{name: "a cache breakpoint on a part the request does not have",
+			req: &protocol.Request{Input: []protocol.Part{text}, Extensions: map[string]json.RawMessage{"anthropic.cache_control": raw(`["1"]`)}}},
+		{name: "a cache breakpoint of the wrong form",
+			req: &protocol.Request{Input: []protocol.Part{text}, Extensions: map[string]json.RawMessage{"anthropic.cache_control": raw(`[0]`)}}},
 		{name: "no request"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
