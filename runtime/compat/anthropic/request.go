@@ -1,0 +1,441 @@
+package anthropic
+
+import (
+	"encoding/json"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/switchboard-dev/switchboard/runtime/protocol"
+)
+
+// The Messages request (spec/compat.md, "Anthropic Messages"), translated into the
+// protocol request it stands for. Every field is mapped or refused: an unknown field
+// is a 400 naming its location, a field of Anthropic's schema the runtime has no
+// mapping for is a 400 naming it, so nothing a caller asked for is silently dropped —
+// except what spec/compat.md lists as accepted and ignored.
+
+// Provider-neutral generation keys (spec/http-api.md, "Generation options") and the
+// one Anthropic extension the door writes.
+const (
+	extMaxOutputTokens = "generation.max_output_tokens"
+	extTemperature     = "generation.temperature"
+	extTopP            = "generation.top_p"
+	extTopK            = "generation.top_k"
+	extStop            = "generation.stop"
+	extToolChoice      = "generation.tool_choice"
+	extCacheControl    = "anthropic.cache_control"
+)
+
+// metadataUserID is the execution metadata key metadata.user_id becomes.
+const metadataUserID = "user_id"
+
+// maxBreakpoints is how many blocks may carry cache_control, as Anthropic allows.
+const maxBreakpoints = 4
+
+// Known Messages fields without a mapping, by location: refused by name.
+var (
+	unsupportedTop = []string{
+		"thinking", "service_tier", "container", "mcp_servers", "context_management",
+		"output_config", "output_format", "inference_geo", "speed", "diagnostics",
+	}
+	unsupportedText     = []string{"citations"}
+	unsupportedImage    = []string{"transformations"}
+	unsupportedDocument = []string{"context", "citations"}
+	unsupportedToolUse  = []string{"caller", "toolset_name"}
+	unsupportedResult   = []string{"toolset_name"}
+	unsupportedTool     = []string{"strict", "eager_input_streaming", "defer_loading", "allowed_callers", "input_examples"}
+)
+
+// request is a decoded Messages request.
+type request struct {
+	// model is the model name the caller sent, resolved by the handler.
+	model string
+	// stream asks for the event stream.
+	stream bool
+	// native is the protocol request, but for the ability and routing, which the
+	// model name decides.
+	native protocol.Request
+}
+
+// decoder builds a request while the walker reads the body.
+type decoder struct {
+	*walker
+	system, tools, turns []protocol.Part
+	// breakpoints lists, per group, the parts whose block carried cache_control, with
+	// the TTL ("" for the default); group is which of system, tools, turns.
+	breakpoints []breakpoint
+	// toolNames are the declared tools, for tool_choice.
+	toolNames []string
+	// choice is tool_choice's name when its type is tool, checked at the end.
+	choice struct {
+		mode, name string
+	}
+	seen uint32 // top-level members read, by bit
+}
+
+// breakpoint is a block carrying cache_control: the part it became.
+type breakpoint struct {
+	group, index int
+	ttl          string
+}
+
+const (
+	groupSystem = iota
+	groupTools
+	groupTurns
+)
+
+// Top-level members, by bit in decoder.seen.
+const (
+	fieldModel = 1 << iota
+	fieldMaxTokens
+	fieldMessages
+)
+
+// decodeRequest decodes a Messages request body. Every error is an invalid_request
+// *protocol.Error with a fixed message naming the location.
+func decodeRequest(body []byte) (*request, *protocol.Error) {
+	d := &decoder{walker: newWalker(body)}
+	r := &request{}
+	err := d.object(func(key string) error { return d.top(r, key) })
+	if err == nil {
+		err = d.end()
+	}
+	if err == nil {
+		err = d.finish(r)
+	}
+	if err != nil {
+		return nil, protocol.AsError(err)
+	}
+	return r, nil
+}
+
+// top reads one top-level member.
+func (d *decoder) top(r *request, key string) error {
+	switch key {
+	case "model":
+		d.seen |= fieldModel
+		return d.member(key, func() error {
+			s, err := d.str()
+			if err == nil && s == "" {
+				return d.fail(ruleNonEmpty)
+			}
+			r.model = s
+			return err
+		})
+	case "max_tokens":
+		d.seen |= fieldMaxTokens
+		return d.member(key, func() error {
+			n, err := d.integer(1, math.MaxInt32, "must be an integer from 1 to 2147483647")
+			if err != nil {
+				return err
+			}
+			d.extension(&r.native, extMaxOutputTokens, json.RawMessage(strconv.FormatInt(n, 10)))
+			return nil
+		})
+	case "messages":
+		d.seen |= fieldMessages
+		return d.member(key, d.messages)
+	case "system":
+		return d.member(key, d.systemPrompt)
+	case "tools":
+		return d.member(key, d.toolList)
+	case "tool_choice":
+		return d.member(key, func() error { return d.toolChoice(&r.native) })
+	case "stream":
+		return d.member(key, func() error {
+			if null, err := d.null(); null || err != nil {
+				return err
+			}
+			b, err := d.boolean()
+			r.stream = b
+			return err
+		})
+	case "temperature":
+		return d.member(key, func() error { return d.unit(&r.native, extTemperature) })
+	case "top_p":
+		return d.member(key, func() error { return d.unit(&r.native, extTopP) })
+	case "top_k":
+		return d.member(key, func() error {
+			if null, err := d.null(); null || err != nil {
+				return err
+			}
+			n, err := d.integer(0, math.MaxInt32, "must be an integer from 0 to 2147483647")
+			if err != nil {
+				return err
+			}
+			d.extension(&r.native, extTopK, json.RawMessage(strconv.FormatInt(n, 10)))
+			return nil
+		})
+	case "stop_sequences":
+		return d.member(key, func() error { return d.stopSequences(&r.native) })
+	case "metadata":
+		return d.member(key, func() error { return d.metadata(&r.native) })
+	case "cache_control":
+		// Top-level cache control marks the last cacheable block, which is known only
+		// once every message is read: it is the request's last block.
+		return d.member(key, func() error {
+			ttl, present, err := d.cacheControl()
+			if present {
+				d.breakpoints = append(d.breakpoints, breakpoint{group: -1, ttl: ttl})
+			}
+			return err
+		})
+	}
+	return d.unknown(key, unsupportedTop)
+}
+
+// finish applies the rules that span members, assembles the input and checks the
+// protocol's limits under Messages names, so the native decoder meets no violation
+// it would name in its own terms.
+func (d *decoder) finish(r *request) error {
+	d.path = d.path[:0]
+	for _, f := range []struct {
+		bit  uint32
+		name string
+	}{{fieldModel, "model"}, {fieldMaxTokens, "max_tokens"}, {fieldMessages, "messages"}} {
+		if d.seen&f.bit == 0 {
+			d.enter(f.name)
+			return d.fail(ruleRequired)
+		}
+	}
+	if len(d.turns) == 0 {
+		d.enter("messages")
+		return d.fail("must hold at least one message with content")
+	}
+	switch d.choice.mode {
+	case "any", "tool":
+		if len(d.toolNames) == 0 {
+			d.enter("tool_choice")
+			return d.fail("requires tools")
+		}
+		if d.choice.mode == "tool" && !contains(d.toolNames, d.choice.name) {
+			d.enter("tool_choice")
+			d.enter("name")
+			return d.fail("must name one of tools")
+		}
+	}
+	input := make([]protocol.Part, 0, len(d.system)+len(d.tools)+len(d.turns))
+	input = append(append(append(input, d.system...), d.tools...), d.turns...)
+	if len(input) > protocol.MaxInputParts {
+		d.enter("messages")
+		return d.fail("the system blocks, tools and content blocks together must be at most " + strconv.Itoa(protocol.MaxInputParts))
+	}
+	r.native.Input = input
+	if marks := d.cacheMarks(len(input)); len(marks) > 0 {
+		if len(marks) > maxBreakpoints {
+			d.enter("cache_control")
+			return d.fail("at most " + strconv.Itoa(maxBreakpoints) + " blocks may carry cache_control")
+		}
+		raw, _ := json.Marshal(marks) // strings always encode
+		d.extension(&r.native, extCacheControl, raw)
+	}
+	return nil
+}
+
+// cacheMarks is the anthropic.cache_control value of the breakpoints: for each, the
+// index of the input part its block became, with ":1h" for a one-hour TTL, in input
+// order. Top-level cache control names the last part; a block marked
+// twice (by the top level and by itself) is one breakpoint, with the longer TTL.
+func (d *decoder) cacheMarks(parts int) []string {
+	offsets := [...]int{groupSystem: 0, groupTools: len(d.system), groupTurns: len(d.system) + len(d.tools)}
+	var indices []int
+	ttls := map[int]string{}
+	for _, bp := range d.breakpoints {
+		i := parts - 1
+		if bp.group >= 0 {
+			i = offsets[bp.group] + bp.index
+		}
+		if _, dup := ttls[i]; !dup {
+			indices = append(indices, i)
+		}
+		ttls[i] = longer(ttls[i], bp.ttl)
+	}
+	slices.Sort(indices)
+	marks := make([]string, len(indices))
+	for n, i := range indices {
+		marks[n] = strconv.Itoa(i)
+		if ttls[i] == "1h" {
+			marks[n] += ":1h"
+		}
+	}
+	return marks
+}
+
+// extension sets a native extension.
+func (d *decoder) extension(n *protocol.Request, key string, v json.RawMessage) {
+	if n.Extensions == nil {
+		n.Extensions = map[string]json.RawMessage{}
+	}
+	n.Extensions[key] = v
+}
+
+// integer reads an integral number within [lo, hi]; 2.0 and 2e0 count, as they do for
+// the native decoder.
+func (d *decoder) integer(lo, hi int64, rule string) (int64, error) {
+	lit, err := d.number()
+	if err != nil {
+		if d.kind() != '0' {
+			return 0, d.fail(rule)
+		}
+		return 0, err
+	}
+	if n, err := strconv.ParseInt(lit, 10, 64); err == nil {
+		if n < lo || n > hi {
+			return 0, d.fail(rule)
+		}
+		return n, nil
+	}
+	f, err := strconv.ParseFloat(lit, 64)
+	if err != nil || f != math.Trunc(f) || f < float64(lo) || f > float64(hi) {
+		return 0, d.fail(rule)
+	}
+	return int64(f), nil
+}
+
+// unit reads temperature or top_p: a number from 0 to 1, Anthropic's range for both.
+func (d *decoder) unit(n *protocol.Request, key string) error {
+	if null, err := d.null(); null || err != nil {
+		return err
+	}
+	const rule = "must be a number from 0 to 1"
+	if d.kind() != '0' {
+		return d.fail(rule)
+	}
+	lit, err := d.number()
+	if err != nil {
+		return err
+	}
+	f, perr := strconv.ParseFloat(lit, 64)
+	if perr != nil || f < 0 || f > 1 {
+		return d.fail(rule)
+	}
+	d.extension(n, key, json.RawMessage(lit))
+	return nil
+}
+
+// stopSequences reads stop_sequences: non-empty strings, within the bounds the
+// generation.stop key documents.
+func (d *decoder) stopSequences(n *protocol.Request) error {
+	if null, err := d.null(); null || err != nil {
+		return err
+	}
+	var stops []string
+	err := d.array(func(int) error {
+		s, err := d.str()
+		if err != nil {
+			return err
+		}
+		if strings.TrimSpace(s) == "" {
+			return d.fail("must contain non-whitespace characters")
+		}
+		stops = append(stops, s)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if len(stops) == 0 {
+		return nil // an empty list asks for nothing
+	}
+	raw, _ := json.Marshal(stops) // strings always encode
+	if spec, ok := protocol.LookupExtension(extStop); ok && !spec.Valid(raw) {
+		return d.fail("must hold at most " + strconv.Itoa(spec.MaxItems) + " sequences of at most " + strconv.Itoa(spec.MaxLength) + " characters")
+	}
+	d.extension(n, extStop, raw)
+	return nil
+}
+
+// metadata reads metadata: only user_id, which becomes execution metadata.
+func (d *decoder) metadata(n *protocol.Request) error {
+	if null, err := d.null(); null || err != nil {
+		return err
+	}
+	return d.object(func(key string) error {
+		if key != "user_id" {
+			return d.unknown(key, nil)
+		}
+		return d.member(key, func() error {
+			if null, err := d.null(); null || err != nil {
+				return err
+			}
+			s, err := d.str()
+			if err != nil {
+				return err
+			}
+			if utf8.RuneCountInString(s) > protocol.MaxMetadataValueLength {
+				return d.fail("must be at most " + strconv.Itoa(protocol.MaxMetadataValueLength) + " characters")
+			}
+			if s != "" {
+				n.Metadata = map[string]string{metadataUserID: s}
+			}
+			return nil
+		})
+	})
+}
+
+// toolChoice reads tool_choice into generation.tool_choice.
+func (d *decoder) toolChoice(n *protocol.Request) error {
+	if null, err := d.null(); null || err != nil {
+		return err
+	}
+	var typ, name string
+	var typed, named bool
+	err := d.object(func(key string) error {
+		switch key {
+		case "type":
+			typed = true
+			return d.member(key, func() error {
+				s, err := d.str()
+				if err != nil {
+					return err
+				}
+				if !contains([]string{"auto", "any", "tool", "none"}, s) {
+					return d.fail("must be one of auto, any, tool, none")
+				}
+				typ = s
+				return nil
+			})
+		case "name":
+			named = true
+			return d.member(key, func() error {
+				s, err := d.str()
+				name = s
+				return err
+			})
+		case "disable_parallel_tool_use":
+			return d.member(key, func() error {
+				if null, err := d.null(); null || err != nil {
+					return err
+				}
+				off, err := d.boolean()
+				if err == nil && off {
+					return d.fail("true is not supported by this runtime")
+				}
+				return err
+			})
+		}
+		return d.unknown(key, nil)
+	})
+	if err != nil {
+		return err
+	}
+	switch {
+	case !typed:
+		d.enter("type")
+		return d.fail(ruleRequired)
+	case typ == "tool" && !named:
+		d.enter("name")
+		return d.fail(ruleRequired)
+	case typ != "tool" && named:
+		d.enter("name")
+		return d.fail("allowed only when type is tool")
+	}
+	d.choice.mode, d.choice.name = typ, name
+	value := map[string]string{"auto": "auto", "any": "required", "none": "none", "tool": "tool:" + name}[typ]
+	d.extension(n, extToolChoice, protocol.AppendJSONString(nil, value))
+	return nil
+}
