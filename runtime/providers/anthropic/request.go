@@ -156,13 +156,7 @@ func encodable(req *protocol.Request, d *routing.Deployment) *protocol.Error {
 // generation options it sends. It is the only place refusals are decided: buildRequest
 // maps only requests it admits.
 func check(r *protocol.Request, caps routing.CapSet) (protocol.GenerationOptions, *protocol.Error) {
-	if err := applyExtensions(&messagesRequest{}, r.Extensions); err != nil {
-		return protocol.GenerationOptions{}, err
-	}
-	if err := checkParts(r, caps); err != nil {
-		return protocol.GenerationOptions{}, err
-	}
-	return generation.Read(r, caps)
+	return generation.Read(r, caps, applyExtensions(&messagesRequest{}, r.Extensions), checkParts(r, caps))
 }
 
 // checkParts refuses the parts a deployment with caps cannot take.

@@ -241,13 +241,7 @@ func encodable(req *protocol.Request, d *routing.Deployment) *protocol.Error {
 // and the generation options it sends. It is the only place refusals are decided:
 // buildRequest maps only requests it admits.
 func check(r *protocol.Request, provider string, caps routing.CapSet) (protocol.GenerationOptions, *protocol.Error) {
-	if err := applyExtensions(&generateRequest{}, r.Extensions); err != nil {
-		return protocol.GenerationOptions{}, err
-	}
-	if err := checkParts(r, provider, caps); err != nil {
-		return protocol.GenerationOptions{}, err
-	}
-	return generation.Read(r, caps)
+	return generation.Read(r, caps, applyExtensions(&generateRequest{}, r.Extensions), checkParts(r, provider, caps))
 }
 
 // checkParts refuses the parts a deployment of provider with caps cannot take.

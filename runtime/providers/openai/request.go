@@ -169,10 +169,7 @@ func check(req *protocol.Request, caps routing.CapSet) (protocol.GenerationOptio
 	}
 	// The values are small; parsing them into a scratch body is the same check
 	// buildRequest's applyExtensions makes.
-	if err := applyExtensions(&chatRequest{}, req.Extensions); err != nil {
-		return protocol.GenerationOptions{}, err
-	}
-	return generation.Read(req, caps)
+	return generation.Read(req, caps, applyExtensions(&chatRequest{}, req.Extensions))
 }
 
 // generation is what Chat Completions takes of the generation options (README.md,

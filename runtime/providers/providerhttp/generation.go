@@ -49,9 +49,16 @@ var generationPhrases = map[string]string{
 
 // Read returns req's generation options for a deployment with caps, as the adapter
 // sends them: protocol.Generation's values, without the options a provider key of the
-// request overrides, and checked by Check. A refusal is protocol.Generation's
-// (invalid_request) or Check's.
-func (s *GenerationSupport) Read(req *protocol.Request, caps routing.CapSet) (protocol.GenerationOptions, *protocol.Error) {
+// request overrides, and checked by Check. refusals are the adapter's own verdicts on
+// the rest of the request, in the order it decides them: the first that is not nil is
+// the refusal. Otherwise a refusal is protocol.Generation's (invalid_request) or
+// Check's.
+func (s *GenerationSupport) Read(req *protocol.Request, caps routing.CapSet, refusals ...*protocol.Error) (protocol.GenerationOptions, *protocol.Error) {
+	for _, err := range refusals {
+		if err != nil {
+			return protocol.GenerationOptions{}, err
+		}
+	}
 	g, err := protocol.Generation(req)
 	if err != nil {
 		return g, err
