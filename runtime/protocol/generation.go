@@ -197,9 +197,9 @@ func (g *GenerationOptions) read(req *Request, key string, raw json.RawMessage) 
 	case GenerationSeed:
 		g.Seed = exactInteger(raw)
 	case GenerationTemperature:
-		g.Temperature = float(raw)
+		g.Temperature = floatOf(raw)
 	case GenerationTopP:
-		g.TopP = float(raw)
+		g.TopP = floatOf(raw)
 	case GenerationStop:
 		var stop []string
 		_ = json.Unmarshal(raw, &stop)
@@ -257,15 +257,18 @@ func (g *GenerationOptions) toolChoice(req *Request, v string) *Error {
 // perhaps written 1e3 or 2.0) without rounding it.
 func exactInteger(raw json.RawMessage) *int64 {
 	n := parseExactNumber(bytes.TrimSpace(raw))
-	v := int64(n.intPart) //nolint:gosec // G115: Valid bounded it to int64; -2^63 wraps to itself below
+	// Valid bounded the value to int64; 2^63, the magnitude of -2^63, converts to -2^63,
+	// which negates to itself.
+	v := int64(n.intPart)
 	if n.neg {
 		v = -v
 	}
 	return &v
 }
 
-// float reads a number literal ExtensionSpec.Valid accepted (within ±2^63, so finite).
-func float(raw json.RawMessage) *float64 {
+// floatOf reads a number literal ExtensionSpec.Valid accepted (within its key's bounds, so
+// finite).
+func floatOf(raw json.RawMessage) *float64 {
 	f, _ := strconv.ParseFloat(string(bytes.TrimSpace(raw)), 64)
 	return &f
 }
