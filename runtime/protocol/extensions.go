@@ -363,7 +363,11 @@ func schemaValue(c *jsonCursor, ref bool) rule {
 		})
 	case b == '"':
 		v := c.str()
-		if ref && !strings.HasPrefix(v, "#") || !ref && (urlValueRE.MatchString(v) || dataURIRE.MatchString(v)) {
+		if ref {
+			if !strings.HasPrefix(v, "#") {
+				bad = rSchemaValue
+			}
+		} else if urlValueRE.MatchString(v) || dataURIRE.MatchString(v) {
 			bad = rSchemaValue
 		}
 	case isNumberStart(b):
