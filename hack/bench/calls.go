@@ -149,6 +149,7 @@ type statusError struct {
 	body   []byte
 }
 
+// Error names the side, the status and the start of the body.
 func (e *statusError) Error() string {
 	return fmt.Sprintf("%s: %d %s: %s", e.name, e.status, http.StatusText(e.status), e.body)
 }

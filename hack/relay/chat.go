@@ -211,6 +211,7 @@ type flushingReader struct {
 	out *chunkWriter
 }
 
+// Read flushes the pending frames, then reads the upstream's body.
 func (f *flushingReader) Read(p []byte) (int, error) {
 	if err := f.out.flush(); err != nil {
 		return 0, err // the caller left: stop reading upstream
