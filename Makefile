@@ -169,7 +169,7 @@ BENCH_FLAGS ?=
 BENCH_REDIS_URL ?= redis://127.0.0.1:6379/15
 
 .PHONY: bench-overhead
-bench-overhead: ## Latency a call through the runtime (and through the baseline relay) adds to a direct provider call; CPU and RSS.
+bench-overhead: ## Latency a call through the runtime (native path, OpenAI front door) and through the baseline relay adds to a direct provider call; CPU and RSS.
 	go run ./hack/bench overhead $(BENCH_FLAGS)
 
 .PHONY: bench-fanout

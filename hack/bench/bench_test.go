@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -10,6 +11,7 @@ import (
 	"path"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -50,23 +52,62 @@ func redisURL() string {
 	return "redis://127.0.0.1:6379/15"
 }
 
+// startPeer starts the relay as a gateway the overhead benchmark measures as a -peer,
+// in front of the demo provider it is going to start at provider, and returns the
+// relay's address and process id.
+func startPeer(t *testing.T, relay, provider string) (addr string, pid int) {
+	t.Helper()
+	cmd := exec.Command(relay, "--upstream", "http://"+provider+"/openai/v1", "--model", overheadModel, "--api-key", benchKey)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(os.Interrupt)
+		_ = cmd.Wait()
+	})
+	line, err := bufio.NewReader(out).ReadString('\n')
+	addr, ok := strings.CutPrefix(strings.TrimSpace(line), "relay listening on http://")
+	if err != nil || !ok {
+		t.Fatalf("peer relay: ready line %q: %v", line, err)
+	}
+	return addr, cmd.Process.Pid
+}
+
 func TestSubcommands(t *testing.T) {
 	binDir := t.TempDir()
 	buildBinaries(t, binDir)
 	bins := []string{"-switchboard", filepath.Join(binDir, "switchboard"), "-demoprovider", filepath.Join(binDir, "demoprovider"),
 		"-relay", filepath.Join(binDir, "relay")}
+	// The overhead run measures a second relay, in its translating mode, as a peer.
+	provider, err := freeAddr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	peer, peerPID := startPeer(t, filepath.Join(binDir, "relay"), provider)
 	tests := []struct {
 		name string
 		args []string
 		rows []string // patterns, each matching one line of stdout
 	}{{
 		name: "overhead",
-		args: []string{"overhead", "-c", "1,4", "-n", "20", "-batch", "10", "-warmup", "2"},
+		args: []string{"overhead", "-c", "1,4", "-n", "20", "-batch", "10", "-warmup", "2", "-provider-addr", provider,
+			"-peer", "http://" + peer + "/v1", "-peer-model", "chat", "-peer-pid", fmt.Sprint(peerPID), "-peer-name", "other"},
 		rows: []string{
-			`^1 +direct +20 `, `^1 +relay +20 `, `^1 +runtime +20 `, `^1 +added +\+`, `^1 +relay_added +[-+]`, `^1 +ratio +[0-9.]+x`,
-			`^4 +direct +20 `, `^4 +relay +20 `, `^4 +runtime +20 `, `^4 +added `, `^4 +relay_added `, `^4 +ratio `,
+			`^1 +direct +20 `, `^1 +relay +20 `, `^1 +runtime +20 `, `^1 +translate +20 `, `^1 +other +20 `,
+			`^1 +added +\+`, `^1 +relay_added +[-+]`, `^1 +translate_added +[-+]`, `^1 +other_added +[-+]`, `^1 +ratio +[0-9.]+x`,
+			`^4 +direct +20 `, `^4 +relay +20 `, `^4 +runtime +20 `, `^4 +translate +20 `, `^4 +other +20 `,
+			`^4 +added `, `^4 +relay_added `, `^4 +translate_added `, `^4 +other_added `, `^4 +ratio `,
 			`^1 +relay +20 +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]+$`, `^1 +runtime +20 +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]+$`,
+			`^1 +translate +20 +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]+$`, `^1 +other +20 +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]+$`,
 			`^4 +relay +20 +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]+$`, `^4 +runtime +20 +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]+$`,
+			`^4 +translate +20 +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]+$`, `^4 +other +20 +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]+$`,
+			// each server against the native path and the translating baseline
+			`^1 +runtime +[-+][0-9.]+ +1\.00x +\S+x +[0-9.]+ +\S+$`, `^1 +translate +[-+][0-9.]+ +\S+x +1\.00x +[0-9.]+ +\S+$`,
+			`^4 +relay +[-+][0-9.]+ +\S+x +\S+x +[0-9.]+ +\S+$`, `^4 +other +[-+][0-9.]+ +\S+x +\S+x +[0-9.]+ +\S+$`,
 		},
 	}, {
 		name: "fanout",
@@ -89,12 +130,52 @@ func TestSubcommands(t *testing.T) {
 			if err := run(ctx, args, &stdout, &stderr); err != nil {
 				t.Fatalf("bench %v: %v\nstderr:\n%s", tt.args, err, stderr.String())
 			}
-			for _, row := range tt.rows {
+			rows := tt.rows
+			if tt.name == "overhead" {
+				rows = append(rows, frontDoorRows(t, stdout.Bytes())...)
+			}
+			for _, row := range rows {
 				if !regexp.MustCompile("(?m)" + row).Match(stdout.Bytes()) {
 					t.Errorf("no line matches %q in:\n%s", row, stdout.String())
 				}
 			}
 		})
+	}
+}
+
+// frontDoorRows are the rows of the front door in the overhead run's output: none when
+// the binary has none and frontDoorDefault let the run skip it, saying so.
+func frontDoorRows(t *testing.T, stdout []byte) []string {
+	t.Helper()
+	if regexp.MustCompile(`(?m)^  frontdoor: skipped: `).Match(stdout) {
+		if frontDoorDefault != "auto" {
+			t.Errorf("the front door was skipped with -front-door=%s", frontDoorDefault)
+		}
+		t.Log("the front door was skipped: this switchboard has no POST /v1/chat/completions")
+		return nil
+	}
+	return []string{
+		`^1 +frontdoor +20 `, `^1 +frontdoor_added +[-+]`, `^4 +frontdoor +20 `, `^4 +frontdoor_added +[-+]`,
+		`^1 +frontdoor +20 +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]+$`, `^4 +frontdoor +20 +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]+$`,
+		`^1 +frontdoor +[-+][0-9.]+ +\S+x +\S+x +[0-9.]+ +\S+$`,
+		`^1 +added_vs_runtime \S+ (met|missed|n/a) +added_vs_translate \S+`, `^4 +added_vs_runtime `,
+	}
+}
+
+func TestNoRoute(t *testing.T) {
+	for _, tt := range []struct {
+		err  error
+		want bool
+	}{
+		{&statusError{status: 404, body: []byte(`{"error":{"code":"not_found","message":"no such resource","retryable":false}}`)}, true},
+		{&statusError{status: 404, body: []byte("404 page not found\n")}, true},
+		{&statusError{status: 404, body: []byte(`{"error":{"message":"The model does not exist.","type":"not_found_error","param":"model","code":"not_found"}}`)}, false},
+		{&statusError{status: 400, body: []byte(`{}`)}, false},
+		{errors.New("connection refused"), false},
+	} {
+		if got := noRoute(tt.err); got != tt.want {
+			t.Errorf("noRoute(%v) = %v, want %v", tt.err, got, tt.want)
+		}
 	}
 }
 
@@ -108,5 +189,18 @@ func TestUsage(t *testing.T) {
 	}
 	if err := run(context.Background(), []string{"throughput", "-stores", "etcd"}, &out, &out); err == nil {
 		t.Error("an unknown EventStore was accepted")
+	}
+	for _, args := range [][]string{
+		{"-front-door", "maybe"},
+		{"-peer", "127.0.0.1:8080"},
+		{"-peer", "ftp://127.0.0.1/v1"},
+		{"-peer", "http://127.0.0.1:8080/v1", "-peer-name", "runtime"},
+		{"-peer", "http://127.0.0.1:8080/v1", "-peer-name", "x_added"},
+		{"-peer", "http://127.0.0.1:8080/v1", "-peer-model", ""},
+		{"-peer", "http://127.0.0.1:8080/v1", "-peer-pid", "-1"},
+	} {
+		if err := run(context.Background(), append([]string{"overhead"}, args...), &out, &out); err == nil {
+			t.Errorf("overhead %q was accepted", args)
+		}
 	}
 }

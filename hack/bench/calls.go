@@ -25,12 +25,14 @@ const callTimeout = time.Minute
 type callTimes struct {
 	// start is when the POST was sent.
 	start time.Time
-	// accepted is when the runtime answered 202 (zero for a direct call).
+	// accepted is when the response head arrived: the 202 of POST /v1/executions, or
+	// the 200 of a Chat Completions stream.
 	accepted time.Duration
-	// firstOutput is when the first text arrived: the first content chunk (direct) or
-	// the first output.delta event (runtime).
+	// firstOutput is when the first text arrived: the first content chunk (Chat
+	// Completions) or the first output.delta event (execution).
 	firstOutput time.Duration
-	// end is when the stream ended: data: [DONE] (direct) or the terminal event (runtime).
+	// end is when the stream ended: data: [DONE] (Chat Completions) or the terminal
+	// event (execution).
 	end time.Duration
 }
 
@@ -106,15 +108,24 @@ func runtimeCall(ctx context.Context, cl *client.Client, req *protocol.Request, 
 	return t, nil
 }
 
-// directClient calls the demo provider's Chat Completions endpoint itself, with the
-// body and headers the runtime's openai-compatible adapter sends.
-type directClient struct {
+// chatClient streams OpenAI Chat Completions calls from one endpoint: the demo provider
+// itself (the direct call, with the body and headers the runtime's openai-compatible
+// adapter sends), the relay's translating mode, the runtime's front door or a peer
+// gateway.
+type chatClient struct {
+	name string // names the side in errors
 	hc   *http.Client
 	url  string
 	body []byte
+	auth string // Authorization header, if any
+	// idHeader, when set, is a response header every answer must carry (the front
+	// door's Switchboard-Execution-Id).
+	idHeader string
 }
 
-func newDirectClient(hc *http.Client, provider, model, text string) (*directClient, error) {
+// newChatClient returns a client of the Chat Completions endpoint url asking model for
+// a streamed echo of text with usage; key, when set, is sent as a bearer token.
+func newChatClient(name string, hc *http.Client, url, model, key, text string) (*chatClient, error) {
 	body, err := json.Marshal(map[string]any{
 		"model":          model,
 		"messages":       []map[string]string{{"role": "user", "content": text}},
@@ -124,63 +135,111 @@ func newDirectClient(hc *http.Client, provider, model, text string) (*directClie
 	if err != nil {
 		return nil, err
 	}
-	return &directClient{hc: hc, url: "http://" + provider + "/openai/v1/chat/completions", body: body}, nil
+	c := &chatClient{name: name, hc: hc, url: url, body: body}
+	if key != "" {
+		c.auth = "Bearer " + key
+	}
+	return c, nil
 }
 
-// call streams one completion until data: [DONE] and checks that its text is want.
-func (d *directClient) call(ctx context.Context, want string) (callTimes, error) {
+// statusError is an answer other than 200, with the start of its body.
+type statusError struct {
+	name   string
+	status int
+	body   []byte
+}
+
+// Error names the side, the status and the start of the body.
+func (e *statusError) Error() string {
+	return fmt.Sprintf("%s: %d %s: %s", e.name, e.status, http.StatusText(e.status), e.body)
+}
+
+// chatChunk is what call reads of a chat.completion.chunk, or of an error frame.
+type chatChunk struct {
+	Object  string `json:"object"`
+	Choices []struct {
+		Delta struct {
+			Content string `json:"content"`
+		} `json:"delta"`
+	} `json:"choices"`
+	Usage *struct {
+		TotalTokens int `json:"total_tokens"`
+	} `json:"usage"`
+	Error json.RawMessage `json:"error"`
+}
+
+// call streams one completion until data: [DONE] and checks it: every frame a
+// chat.completion.chunk, the text want, a usage chunk (include_usage was asked for).
+// accepted is the time to the response head.
+func (c *chatClient) call(ctx context.Context, want string) (callTimes, error) {
 	var t callTimes
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, d.url, bytes.NewReader(d.body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url, bytes.NewReader(c.body))
 	if err != nil {
 		return t, err
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "text/event-stream")
-	req.Header.Set("Authorization", "Bearer "+benchKey)
+	if c.auth != "" {
+		req.Header.Set("Authorization", c.auth)
+	}
 	start := time.Now()
 	t.start = start
-	resp, err := d.hc.Do(req)
+	resp, err := c.hc.Do(req)
 	if err != nil {
-		return t, fmt.Errorf("direct call: %w", err)
+		return t, fmt.Errorf("%s: %w", c.name, err)
 	}
+	t.accepted = time.Since(start)
 	defer func() {
 		_, _ = io.Copy(io.Discard, resp.Body) // lets the connection be reused
 		resp.Body.Close()
 	}()
 	if resp.StatusCode != http.StatusOK {
 		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-		return t, fmt.Errorf("direct call: %s: %s", resp.Status, msg)
+		return t, &statusError{name: c.name, status: resp.StatusCode, body: msg}
+	}
+	if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/event-stream") {
+		return t, fmt.Errorf("%s: Content-Type %q, want text/event-stream", c.name, ct)
+	}
+	if c.idHeader != "" && resp.Header.Get(c.idHeader) == "" {
+		return t, fmt.Errorf("%s: no %s header", c.name, c.idHeader)
 	}
 	dec := sse.NewDecoder(resp.Body)
 	var text strings.Builder
+	usage := false
 	for {
 		fr, err := dec.Next()
 		if err != nil {
-			return t, fmt.Errorf("direct call: stream ended before [DONE]: %w", err)
+			return t, fmt.Errorf("%s: stream ended before [DONE]: %w", c.name, err)
 		}
 		if fr.Data == "[DONE]" {
 			t.end = time.Since(start)
 			break
 		}
-		var chunk struct {
-			Choices []struct {
-				Delta struct {
-					Content string `json:"content"`
-				} `json:"delta"`
-			} `json:"choices"`
-		}
+		var chunk chatChunk
 		if err := json.Unmarshal([]byte(fr.Data), &chunk); err != nil {
-			return t, fmt.Errorf("direct call: decode chunk: %w", err)
+			return t, fmt.Errorf("%s: decode chunk: %w", c.name, err)
 		}
-		for _, c := range chunk.Choices {
-			if c.Delta.Content != "" && t.firstOutput == 0 {
+		if chunk.Error != nil {
+			return t, fmt.Errorf("%s: the stream failed: %s", c.name, clip(string(chunk.Error)))
+		}
+		if chunk.Object != "chat.completion.chunk" {
+			return t, fmt.Errorf("%s: a chunk of object %q, want chat.completion.chunk", c.name, chunk.Object)
+		}
+		for _, ch := range chunk.Choices {
+			if ch.Delta.Content != "" && t.firstOutput == 0 {
 				t.firstOutput = time.Since(start)
 			}
-			text.WriteString(c.Delta.Content)
+			text.WriteString(ch.Delta.Content)
+		}
+		if chunk.Usage != nil && chunk.Usage.TotalTokens > 0 {
+			usage = true
 		}
 	}
 	if text.String() != want {
-		return t, fmt.Errorf("direct call answered %s, want %s", clip(text.String()), clip(want))
+		return t, fmt.Errorf("%s answered %s, want %s", c.name, clip(text.String()), clip(want))
+	}
+	if !usage {
+		return t, fmt.Errorf("%s: no usage chunk, though include_usage was asked for", c.name)
 	}
 	return t, nil
 }

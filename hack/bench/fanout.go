@@ -99,7 +99,7 @@ func runFanout(ctx context.Context, args []string, stdout, stderr io.Writer) (er
 			fmt.Fprintf(stderr, "bench: fanout to %d subscribers of the %s\n", n, server)
 			var rt *runtimeProc
 			if server == "relay" {
-				rt, err = s.startRelay(upstream, overheadModel)
+				rt, err = s.startRelay("relay", upstream, overheadModel)
 			} else {
 				rt, err = s.startSwitchboard(ctx, fmt.Sprintf("switchboard-fanout-%d", n), upstream, overheadModel, storeFlags...)
 			}

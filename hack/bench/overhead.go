@@ -2,11 +2,15 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"net/url"
+	"regexp"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -14,10 +18,82 @@ import (
 // behaviour makes the demo provider echo.
 const overheadModel = "bench-echo"
 
-// runOverhead measures what a call through the runtime adds to the same call made to
-// the provider directly: at each concurrency level, n calls per side, in batches that
-// alternate between direct and runtime calls (and which side goes first), so that drift
-// of the machine hits both sides alike.
+// frontDoorDefault is -front-door's default. "auto" measures the runtime's OpenAI
+// front door (POST /v1/chat/completions, spec/compat.md) when the binary serves it, and
+// skips it, saying so, when the binary answers the plain 404 of a route it does not
+// have; "on" makes that an error, here and in the tiny mode of go test ./hack/bench/.
+// Set it to "on" once every binary the bench is meant to measure has the front door.
+const frontDoorDefault = "auto"
+
+// executionIDHeader is the header in which a front door answers the execution's id.
+const executionIDHeader = "Switchboard-Execution-Id"
+
+// Side names of the table, as the test and the docs read them.
+const (
+	sideDirect    = "direct"
+	sideRelay     = "relay"
+	sideRuntime   = "runtime"
+	sideTranslate = "translate"
+	sideFrontDoor = "frontdoor"
+)
+
+// overheadSide is one way of making the call: the direct call, or through one server.
+type overheadSide struct {
+	name string
+	// pid is the server process whose CPU time and memory are read; 0 for none (the
+	// direct call, a peer without -peer-pid).
+	pid  int
+	call func(context.Context) (callTimes, error)
+}
+
+// peerFlags name an OpenAI-compatible gateway the user started, measured beside the
+// others.
+type peerFlags struct {
+	url, model, key, name string
+	pid                   int
+}
+
+func (p *peerFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&p.url, "peer", "", "base URL of an OpenAI-compatible gateway to measure too (…/v1: POST …/chat/completions), pointed at the demo provider (-provider-addr)")
+	fs.StringVar(&p.model, "peer-model", overheadModel, "model the peer is asked for (one that it sends upstream as "+overheadModel+")")
+	fs.StringVar(&p.key, "peer-key", "", "bearer token for the peer, if it wants one")
+	fs.IntVar(&p.pid, "peer-pid", 0, "process id of the peer, for its CPU time and memory (default: not measured)")
+	fs.StringVar(&p.name, "peer-name", "peer", "the peer's name in the tables")
+}
+
+// peerName is what -peer-name may be: a word that is not another side's.
+var peerName = regexp.MustCompile(`^[a-z][a-z0-9-]{0,19}$`)
+
+func (p *peerFlags) check() error {
+	if p.url == "" {
+		return nil
+	}
+	u, err := url.Parse(p.url)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return errors.New("-peer must be an http or https base URL, e.g. http://127.0.0.1:8080/v1")
+	}
+	if !peerName.MatchString(p.name) || slices.Contains([]string{sideDirect, sideRelay, sideRuntime, sideTranslate, sideFrontDoor, "added", "ratio"}, p.name) ||
+		strings.HasSuffix(p.name, "_added") {
+		return errors.New("-peer-name must be a lower-case word of up to 20 letters, digits and dashes, not another side's name")
+	}
+	if p.model == "" {
+		return errors.New("-peer-model must not be empty")
+	}
+	if p.pid < 0 {
+		return errors.New("-peer-pid must be a process id")
+	}
+	if p.pid > 0 {
+		if _, err := cpuTime(p.pid); err != nil {
+			return fmt.Errorf("-peer-pid: %w", err)
+		}
+	}
+	return nil
+}
+
+// runOverhead measures what a call through a server adds to the same call made to the
+// provider directly: at each concurrency level, n calls per side, in batches that
+// alternate between the sides (and which side goes first), so that drift of the machine
+// hits every side alike.
 func runOverhead(ctx context.Context, args []string, stdout, stderr io.Writer) (err error) {
 	fs := flag.NewFlagSet("overhead", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -28,6 +104,10 @@ func runOverhead(ctx context.Context, args []string, stdout, stderr io.Writer) (
 	batch := fs.Int("batch", 0, "calls per side in one batch (default: max(100, 8 × concurrency))")
 	warmup := fs.Int("warmup", 200, "unmeasured calls per side before each level")
 	chunks := fs.Int("chunks", 10, "text deltas per answer")
+	frontDoor := fs.String("front-door", frontDoorDefault, "the runtime's POST /v1/chat/completions: on, off, or auto (skipped, saying so, when the binary has no such route)")
+	providerAddr := fs.String("provider-addr", "127.0.0.1:0", "listen address of the demo provider (fixed, so that a -peer can be pointed at it)")
+	var peer peerFlags
+	peer.register(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -38,21 +118,34 @@ func runOverhead(ctx context.Context, args []string, stdout, stderr io.Writer) (
 	if *n < 1 || *batch < 0 || *warmup < 0 || *chunks < 1 {
 		return errors.New("-n and -chunks must be positive, -batch and -warmup not negative")
 	}
+	if !slices.Contains([]string{"on", "off", "auto"}, *frontDoor) {
+		return errors.New("-front-door must be on, off or auto")
+	}
+	if err := peer.check(); err != nil {
+		return err
+	}
 
 	s, err := newSession(ctx, cf, stdout, stderr)
 	if err != nil {
 		return err
 	}
 	defer s.close(&err)
-	provider, err := s.startDemoProvider(*chunks, 0)
+	provider, err := s.startDemoProviderAt(*providerAddr, *chunks, 0)
 	if err != nil {
 		return err
 	}
-	rt, err := s.startSwitchboard(ctx, "switchboard", "http://"+provider+"/openai/v1", overheadModel)
+	endpoint := "http://" + provider + "/openai/v1"
+	// Every server in a process of its own, so that each is idle during the other
+	// sides' batches and its CPU time and memory are its own.
+	rt, err := s.startSwitchboard(ctx, "switchboard", endpoint, overheadModel)
 	if err != nil {
 		return err
 	}
-	relay, err := s.startRelay("http://"+provider+"/openai/v1", overheadModel)
+	relay, err := s.startRelay("relay", endpoint, overheadModel)
+	if err != nil {
+		return err
+	}
+	translate, err := s.startRelay("relay-translate", endpoint, overheadModel)
 	if err != nil {
 		return err
 	}
@@ -68,46 +161,99 @@ func runOverhead(ctx context.Context, args []string, stdout, stderr io.Writer) (
 		return err
 	}
 	text := promptText(4 * *chunks)
-	direct, err := newDirectClient(hc, provider, overheadModel, text)
+	direct, err := newChatClient(sideDirect, hc, endpoint+"/chat/completions", overheadModel, benchKey, text)
+	if err != nil {
+		return err
+	}
+	tcl, err := newChatClient(sideTranslate, hc, "http://"+translate.api+"/v1/chat/completions", benchAbility, "", text)
 	if err != nil {
 		return err
 	}
 	req := textRequest(text)
 	// The sides, in the order of the table: the direct call, then the servers a call
 	// can go through, each with its process for CPU and memory.
-	sides := []struct {
-		name string
-		proc *runtimeProc
-		call func(context.Context) (callTimes, error)
-	}{
-		{"direct", nil, func(ctx context.Context) (callTimes, error) { return direct.call(ctx, text) }},
-		{"relay", relay, func(ctx context.Context) (callTimes, error) { return runtimeCall(ctx, rcl, req, text) }},
-		{"runtime", rt, func(ctx context.Context) (callTimes, error) { return runtimeCall(ctx, cl, req, text) }},
+	sides := []overheadSide{
+		{sideDirect, 0, func(ctx context.Context) (callTimes, error) { return direct.call(ctx, text) }},
+		{sideRelay, relay.pid(), func(ctx context.Context) (callTimes, error) { return runtimeCall(ctx, rcl, req, text) }},
+		{sideRuntime, rt.pid(), func(ctx context.Context) (callTimes, error) { return runtimeCall(ctx, cl, req, text) }},
+		{sideTranslate, translate.pid(), func(ctx context.Context) (callTimes, error) { return tcl.call(ctx, text) }},
 	}
-	const (
-		sideDirect  = 0
-		sideRelay   = 1
-		sideRuntime = 2
-	)
+	var skipped string // why the front door is not measured
+	if *frontDoor != "off" {
+		fd, err := s.startSwitchboard(ctx, "switchboard-frontdoor", endpoint, overheadModel)
+		if err != nil {
+			return err
+		}
+		fcl, err := newChatClient(sideFrontDoor, hc, "http://"+fd.api+"/v1/chat/completions", benchAbility, "", text)
+		if err != nil {
+			return err
+		}
+		fcl.idHeader = executionIDHeader
+		switch err := probe(ctx, fcl, text); {
+		case err == nil:
+			sides = append(sides, overheadSide{sideFrontDoor, fd.pid(), func(ctx context.Context) (callTimes, error) { return fcl.call(ctx, text) }})
+		case *frontDoor == "auto" && noRoute(err):
+			skipped = "POST /v1/chat/completions answered 404 with no OpenAI error: this binary has no front door"
+			if err := fd.stop(); err != nil {
+				return err
+			}
+		default:
+			return err
+		}
+	}
+	if peer.url != "" {
+		pcl, err := newChatClient(peer.name, hc, strings.TrimSuffix(peer.url, "/")+"/chat/completions", peer.model, peer.key, text)
+		if err != nil {
+			return err
+		}
+		if err := probe(ctx, pcl, text); err != nil {
+			return fmt.Errorf("peer (is it pointed at the demo provider, %s, with the key %q?): %w", endpoint, benchKey, err)
+		}
+		sides = append(sides, overheadSide{peer.name, peer.pid, func(ctx context.Context) (callTimes, error) { return pcl.call(ctx, text) }})
+	}
+	index := map[string]int{}
+	for i, side := range sides {
+		index[side.name] = i
+	}
 
 	fmt.Fprintf(stdout, "overhead: echo of %d runes in %d deltas, upstream delay 0; %d calls per side per level, alternating batches\n",
 		len(text), *chunks, *n)
-	fmt.Fprintln(stdout, "  ttfo: POST sent → first text (direct: first content chunk; relay, runtime: first output.delta)")
-	fmt.Fprintln(stdout, "  end:  POST sent → end of stream (direct: data: [DONE]; relay, runtime: execution.completed)")
-	fmt.Fprintln(stdout, "  relay, runtime: POST /v1/executions, then GET …/events; every side over one keep-alive client")
-	fmt.Fprintln(stdout, "  relay: the baseline (hack/relay), the same calls and events with net/http alone, events in memory")
-	fmt.Fprintln(stdout, "  added: runtime − direct; relay added: relay − direct; ratio: runtime ÷ direct")
+	fmt.Fprintln(stdout, "  direct:    POST /openai/v1/chat/completions to the demo provider, streamed with include_usage, until data: [DONE]")
+	fmt.Fprintln(stdout, "  relay:     the baseline (hack/relay): POST /v1/executions, then GET …/events, with net/http alone, events in memory")
+	fmt.Fprintln(stdout, "  runtime:   POST /v1/executions, then GET …/events until execution.completed (the native path)")
+	fmt.Fprintln(stdout, "  translate: the baseline's one-exchange mode: POST /v1/chat/completions, each upstream chunk re-emitted, until data: [DONE]")
+	if skipped != "" {
+		fmt.Fprintf(stdout, "  frontdoor: skipped: %s (-front-door=on makes it an error)\n", skipped)
+	} else if *frontDoor != "off" {
+		fmt.Fprintf(stdout, "  frontdoor: POST /v1/chat/completions to the runtime (model %q), streamed with include_usage, until data: [DONE]\n", benchAbility)
+	}
+	if peer.url != "" {
+		fmt.Fprintf(stdout, "  %s: %s/chat/completions (model %q), streamed with include_usage, until data: [DONE]", peer.name, strings.TrimSuffix(peer.url, "/"), peer.model)
+		if peer.pid == 0 {
+			fmt.Fprint(stdout, "; CPU and memory not measured (no -peer-pid)")
+		}
+		fmt.Fprintln(stdout)
+	}
+	fmt.Fprintln(stdout, "  ttfo: POST sent → first text (first content chunk, or first output.delta); end: → data: [DONE], or execution.completed")
+	fmt.Fprintln(stdout, "  added: runtime − direct; SIDE_added: SIDE − direct; ratio: runtime ÷ direct; every side over one keep-alive client")
 	fmt.Fprintln(stdout)
 	lat := newTable(stdout, "conc", "side", "calls", "ttfo_p50_ms", "ttfo_p99_ms", "end_p50_ms", "end_p99_ms")
 	type procRow struct {
-		conc       int
-		side       string
-		executions int
-		accept     [2]time.Duration // POST → 202, p50 and p99
-		cpu        time.Duration
-		rss        int64
+		conc   int
+		side   string
+		calls  int
+		accept [2]time.Duration // POST → response head, p50 and p99
+		cpu    time.Duration    // per call; -1 when not measured
+		rss    int64
 	}
 	var procRows []procRow
+	// cmp are, per level and side, the added p50 ttfo and the CPU time per call.
+	type cmpRow struct {
+		conc  int
+		added []time.Duration
+		cpu   []time.Duration
+	}
+	var cmps []cmpRow
 	for _, c := range concs {
 		fmt.Fprintf(stderr, "bench: overhead at concurrency %d\n", c)
 		for _, side := range sides {
@@ -121,8 +267,8 @@ func runOverhead(ctx context.Context, args []string, stdout, stderr io.Writer) (
 		}
 		cpus := make([]*cpuMeter, len(sides))
 		for i, side := range sides {
-			if side.proc != nil {
-				if cpus[i], err = startCPU(side.proc.pid()); err != nil {
+			if side.pid != 0 {
+				if cpus[i], err = startCPU(side.pid); err != nil {
 					return err
 				}
 			}
@@ -139,25 +285,29 @@ func runOverhead(ctx context.Context, args []string, stdout, stderr io.Writer) (
 				got[side] = append(got[side], times...)
 			}
 		}
+		cr := cmpRow{conc: c, added: make([]time.Duration, len(sides)), cpu: make([]time.Duration, len(sides))}
 		for i, side := range sides {
-			if side.proc == nil {
+			cr.cpu[i] = -1
+			if side.name == sideDirect {
 				continue
 			}
-			perExec, err := cpus[i].perOp(len(got[i]))
-			if err != nil {
-				return err
-			}
-			mem, err := rss(side.proc.pid())
-			if err != nil {
-				return err
+			row := procRow{conc: c, side: side.name, calls: len(got[i]), cpu: -1}
+			if side.pid != 0 {
+				if row.cpu, err = cpus[i].perOp(len(got[i])); err != nil {
+					return err
+				}
+				if row.rss, err = rss(side.pid); err != nil {
+					return err
+				}
+				cr.cpu[i] = row.cpu
 			}
 			var accept []time.Duration
 			for _, t := range got[i] {
 				accept = append(accept, t.accepted)
 			}
 			accept = sortedCopy(accept)
-			procRows = append(procRows, procRow{conc: c, side: side.name, executions: len(got[i]), cpu: perExec, rss: mem,
-				accept: [2]time.Duration{percentile(accept, .5), percentile(accept, .99)}})
+			row.accept = [2]time.Duration{percentile(accept, .5), percentile(accept, .99)}
+			procRows = append(procRows, row)
 		}
 
 		// p are a side's ttfo and end, p50 and p99.
@@ -175,19 +325,98 @@ func runOverhead(ctx context.Context, args []string, stdout, stderr io.Writer) (
 		for i, side := range sides {
 			lat.row(cs, side.name, fmt.Sprint(len(got[i])), ms(p[i][0]), ms(p[i][1]), ms(p[i][2]), ms(p[i][3]))
 		}
-		d, rl, r := p[sideDirect], p[sideRelay], p[sideRuntime]
+		d, r := p[index[sideDirect]], p[index[sideRuntime]]
 		lat.row(cs, "added", "", signedMS(r[0]-d[0]), signedMS(r[1]-d[1]), signedMS(r[2]-d[2]), signedMS(r[3]-d[3]))
-		lat.row(cs, "relay_added", "", signedMS(rl[0]-d[0]), signedMS(rl[1]-d[1]), signedMS(rl[2]-d[2]), signedMS(rl[3]-d[3]))
+		for i, side := range sides {
+			x := p[i]
+			cr.added[i] = x[0] - d[0]
+			if side.name != sideDirect && side.name != sideRuntime {
+				lat.row(cs, side.name+"_added", "", signedMS(x[0]-d[0]), signedMS(x[1]-d[1]), signedMS(x[2]-d[2]), signedMS(x[3]-d[3]))
+			}
+		}
 		lat.row(cs, "ratio", "", ratio(r[0], d[0]), ratio(r[1], d[1]), ratio(r[2], d[2]), ratio(r[3], d[3]))
+		cmps = append(cmps, cr)
 	}
 	if err := lat.flush(); err != nil {
 		return err
 	}
 	fmt.Fprintln(stdout)
-	fmt.Fprintln(stdout, "relay and runtime calls and processes over the measured batches (accept: POST sent → 202; CPU: utime+stime from /proc; RSS: VmRSS at the end of the level)")
-	pt := newTable(stdout, "conc", "side", "executions", "accept_p50_ms", "accept_p99_ms", "cpu_ms_per_exec", "rss_MiB")
+	fmt.Fprintln(stdout, "servers over the measured batches (accept: POST sent → response head, the 202 of relay and runtime, the 200 of a stream; CPU: utime+stime from /proc; RSS: VmRSS at the end of the level)")
+	pt := newTable(stdout, "conc", "side", "calls", "accept_p50_ms", "accept_p99_ms", "cpu_ms_per_call", "rss_MiB")
 	for _, r := range procRows {
-		pt.row(fmt.Sprint(r.conc), r.side, fmt.Sprint(r.executions), ms(r.accept[0]), ms(r.accept[1]), ms(r.cpu), mib(r.rss))
+		cpu, mem := "n/a", "n/a"
+		if r.cpu >= 0 {
+			cpu, mem = ms(r.cpu), mib(r.rss)
+		}
+		pt.row(fmt.Sprint(r.conc), r.side, fmt.Sprint(r.calls), ms(r.accept[0]), ms(r.accept[1]), cpu, mem)
 	}
-	return pt.flush()
+	if err := pt.flush(); err != nil {
+		return err
+	}
+
+	fmt.Fprintln(stdout)
+	fmt.Fprintln(stdout, "each server against the native path and the translating baseline (added: ttfo p50 − direct's; cpu: per call)")
+	ct := newTable(stdout, "conc", "side", "added_ttfo_p50_ms", "added_vs_runtime", "added_vs_translate", "cpu_ms_per_call", "cpu_vs_runtime")
+	iRT, iTr := index[sideRuntime], index[sideTranslate]
+	for _, cr := range cmps {
+		for i, side := range sides {
+			if side.name == sideDirect {
+				continue
+			}
+			cpu, cpuRatio := "n/a", "n/a"
+			if cr.cpu[i] >= 0 {
+				cpu, cpuRatio = ms(cr.cpu[i]), ratio(cr.cpu[i], cr.cpu[iRT])
+			}
+			ct.row(fmt.Sprint(cr.conc), side.name, signedMS(cr.added[i]), ratio(cr.added[i], cr.added[iRT]), ratio(cr.added[i], cr.added[iTr]), cpu, cpuRatio)
+		}
+	}
+	if err := ct.flush(); err != nil {
+		return err
+	}
+	if i, ok := index[sideFrontDoor]; ok {
+		fmt.Fprintln(stdout)
+		fmt.Fprintln(stdout, "frontdoor against its targets (spec/performance.md): added ≤ 0.60x runtime's and ≤ 1.20x translate's; cpu ≤ 0.70x runtime's")
+		for _, cr := range cmps {
+			fmt.Fprintf(stdout, "%-5d added_vs_runtime %s  added_vs_translate %s  cpu_vs_runtime %s\n", cr.conc,
+				target(cr.added[i], cr.added[iRT], 0.6), target(cr.added[i], cr.added[iTr], 1.2), target(cr.cpu[i], cr.cpu[iRT], 0.7))
+		}
+	}
+	return nil
+}
+
+// target formats a/b and whether it is at most limit.
+func target(a, b time.Duration, limit float64) string {
+	if b <= 0 || a < 0 {
+		return "n/a"
+	}
+	verdict := "met"
+	if float64(a)/float64(b) > limit {
+		verdict = "missed"
+	}
+	return ratio(a, b) + " " + verdict
+}
+
+// probe makes one call, so that a side that cannot answer fails before the levels, and
+// the front door's absence is told apart from its failure.
+func probe(ctx context.Context, c *chatClient, text string) error {
+	ctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	_, err := c.call(ctx, text)
+	return err
+}
+
+// noRoute reports whether err is a 404 without OpenAI's error shape: the answer of a
+// binary that has no such route, where a front door that refuses the model answers a
+// not_found_error (spec/compat.md).
+func noRoute(err error) bool {
+	var se *statusError
+	if !errors.As(err, &se) || se.status != 404 {
+		return false
+	}
+	var body struct {
+		Error struct {
+			Type string `json:"type"`
+		} `json:"error"`
+	}
+	return json.Unmarshal(se.body, &body) != nil || body.Error.Type != "not_found_error"
 }

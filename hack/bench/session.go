@@ -225,10 +225,16 @@ func (p *proc) failure(format string, args ...any) error {
 	return fmt.Errorf("%s (%s): %s; end of %s:\n%s", p.name, state, fmt.Sprintf(format, args...), p.log, data)
 }
 
-// startDemoProvider starts the demo provider streaming every answer in chunks pieces
-// with no delay, and returns its address.
+// startDemoProvider starts the demo provider on a free loopback port, streaming every
+// answer in chunks pieces, each after delay, and returns its address.
 func (s *session) startDemoProvider(chunks int, delay time.Duration) (string, error) {
-	p, err := s.start("demoprovider", s.demoprovider, "--addr", "127.0.0.1:0", "--quiet",
+	return s.startDemoProviderAt("127.0.0.1:0", chunks, delay)
+}
+
+// startDemoProviderAt is startDemoProvider listening on addr, so that a gateway started
+// before the run can be pointed at it.
+func (s *session) startDemoProviderAt(addr string, chunks int, delay time.Duration) (string, error) {
+	p, err := s.start("demoprovider", s.demoprovider, "--addr", addr, "--quiet",
 		"--delay", delay.String(), "--chunks", fmt.Sprint(chunks), "--api-key", benchKey)
 	if err != nil {
 		return "", err
@@ -237,9 +243,9 @@ func (s *session) startDemoProvider(chunks int, delay time.Duration) (string, er
 }
 
 // startRelay starts the baseline relay (hack/relay) in front of the OpenAI-compatible
-// API at endpoint, asking for model.
-func (s *session) startRelay(endpoint, model string) (*runtimeProc, error) {
-	p, err := s.start("relay", s.relay, "--addr", "127.0.0.1:0", "--upstream", endpoint, "--model", model, "--api-key", benchKey)
+// API at endpoint, asking for model. name names its log.
+func (s *session) startRelay(name, endpoint, model string) (*runtimeProc, error) {
+	p, err := s.start(name, s.relay, "--addr", "127.0.0.1:0", "--upstream", endpoint, "--model", model, "--api-key", benchKey)
 	if err != nil {
 		return nil, err
 	}

@@ -71,7 +71,7 @@ func runThroughput(ctx context.Context, args []string, stdout, stderr io.Writer)
 		var rt *runtimeProc
 		if store == "relay" {
 			fmt.Fprintln(stderr, "bench: throughput of the relay")
-			rt, err = s.startRelay("http://"+provider+"/openai/v1", overheadModel)
+			rt, err = s.startRelay("relay", "http://"+provider+"/openai/v1", overheadModel)
 		} else {
 			fmt.Fprintf(stderr, "bench: throughput with the %s EventStore\n", store)
 			flags := []string{"--event-store", store}

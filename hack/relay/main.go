@@ -13,6 +13,11 @@
 // deadlines, cancel, fallback, durable store, leases, metrics, traces or access log.
 // The difference between the two, measured in one run, is the cost of those.
 //
+// POST /v1/chat/completions is its one-exchange translating mode, the baseline of a
+// front door: an OpenAI Chat Completions request is parsed, the upstream request built
+// from it, and each upstream chunk parsed and re-emitted as an OpenAI chunk on the same
+// response, with none of the above either (chat.go).
+//
 //	go run ./hack/relay --upstream http://127.0.0.1:9090/openai/v1 --model bench-echo --api-key KEY
 //
 // Once it accepts connections it prints "relay listening on http://ADDR". An execution
@@ -86,6 +91,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/executions", r.submit)
 	mux.HandleFunc("GET /v1/executions/{id}/events", r.events)
+	mux.HandleFunc("POST /v1/chat/completions", r.chatCompletions)
 	mux.HandleFunc("GET /metrics", heapMetrics)
 	// Profiles, to compare with the runtime's (--pprof-bind-address).
 	mux.HandleFunc("GET /debug/pprof/", pprof.Index)

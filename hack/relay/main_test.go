@@ -159,3 +159,130 @@ func TestRelayRefusesBadInput(t *testing.T) {
 		t.Error("no --upstream was accepted")
 	}
 }
+
+// chat posts a Chat Completions request to the relay and returns the response with
+// its data frames, read to the end of the body.
+func chat(t *testing.T, base, body string) (*http.Response, []string) {
+	t.Helper()
+	resp, err := http.Post(base+"/v1/chat/completions", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return resp, []string{string(raw)}
+	}
+	var frames []string
+	for line := range strings.Lines(string(raw)) {
+		if d, ok := strings.CutPrefix(strings.TrimRight(line, "\n"), "data: "); ok {
+			frames = append(frames, d)
+		}
+	}
+	return resp, frames
+}
+
+const chatBody = `{"model":"chat","messages":[{"role":"user","content":"hello"}],"stream":true,"stream_options":{"include_usage":true}}`
+
+func TestChatCompletionsTranslatesTheStream(t *testing.T) {
+	base := startRelay(t, upstream(t, http.StatusOK, "hel", "lo").URL)
+	resp, frames := chat(t, base, chatBody)
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "text/event-stream" {
+		t.Fatalf("%s %q: %v", resp.Status, resp.Header.Get("Content-Type"), frames)
+	}
+	if len(frames) != 5 || frames[len(frames)-1] != "[DONE]" {
+		t.Fatalf("frames %q, want 3 choices, usage and [DONE]", frames)
+	}
+	type chunk struct {
+		ID      string `json:"id"`
+		Object  string `json:"object"`
+		Model   string `json:"model"`
+		Choices []struct {
+			Index int `json:"index"`
+			Delta struct {
+				Role    string  `json:"role"`
+				Content *string `json:"content"`
+			} `json:"delta"`
+			FinishReason *string `json:"finish_reason"`
+		} `json:"choices"`
+	}
+	var text strings.Builder
+	var got []chunk
+	for _, f := range frames[:len(frames)-1] {
+		var c chunk
+		if err := json.Unmarshal([]byte(f), &c); err != nil {
+			t.Fatalf("frame %q: %v", f, err)
+		}
+		if c.Object != "chat.completion.chunk" || c.Model != "m" || c.ID == "" || len(got) > 0 && c.ID != got[0].ID {
+			t.Errorf("frame %q: want a chat.completion.chunk of model m with the call's id", f)
+		}
+		for _, ch := range c.Choices {
+			if ch.Delta.Content != nil {
+				text.WriteString(*ch.Delta.Content)
+			}
+		}
+		got = append(got, c)
+	}
+	if text.String() != "hello" {
+		t.Errorf("text %q, want hello", text.String())
+	}
+	if d := got[0].Choices[0].Delta; d.Role != "assistant" {
+		t.Errorf("first delta %+v, want the role", d)
+	}
+	if d := got[1].Choices[0].Delta; d.Role != "" {
+		t.Errorf("second delta %+v carries a role", d)
+	}
+	if f := got[2].Choices[0].FinishReason; f == nil || *f != "stop" {
+		t.Errorf("third chunk %q, want finish_reason stop", frames[2])
+	}
+	if !strings.Contains(frames[3], `"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":2,"total_tokens":5}`) {
+		t.Errorf("usage chunk %q", frames[3])
+	}
+
+	// Without include_usage, no usage chunk.
+	_, frames = chat(t, base, `{"model":"chat","messages":[{"role":"user","content":"hello"}],"stream":true}`)
+	if len(frames) != 4 || strings.Contains(strings.Join(frames, ""), "usage") {
+		t.Errorf("frames %q, want no usage", frames)
+	}
+}
+
+func TestChatCompletionsFailures(t *testing.T) {
+	down := startRelay(t, upstream(t, http.StatusServiceUnavailable).URL)
+	resp, frames := chat(t, down, chatBody)
+	if resp.StatusCode != http.StatusBadGateway || !strings.Contains(frames[0], `"type":"server_error"`) {
+		t.Errorf("upstream down: %s %q, want 502 server_error", resp.Status, frames)
+	}
+
+	// A stream cut after it started ends with an error frame and no [DONE].
+	cut := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, `data: {"choices":[{"index":0,"delta":{"content":"hel"}}]}`+"\n\n")
+	}))
+	t.Cleanup(cut.Close)
+	resp, frames = chat(t, startRelay(t, cut.URL), chatBody)
+	if resp.StatusCode != http.StatusOK || len(frames) != 2 || !strings.HasPrefix(frames[1], `{"error":{`) {
+		t.Errorf("cut stream: %s %q, want one chunk and an error frame", resp.Status, frames)
+	}
+
+	base := startRelay(t, upstream(t, http.StatusOK, "x").URL)
+	for name, body := range map[string]string{
+		"not JSON":        "{",
+		"no model":        `{"messages":[{"role":"user","content":"x"}],"stream":true}`,
+		"no messages":     `{"model":"chat","messages":[],"stream":true}`,
+		"not streamed":    `{"model":"chat","messages":[{"role":"user","content":"x"}]}`,
+		"content parts":   `{"model":"chat","messages":[{"role":"user","content":[{"type":"text","text":"x"}]}],"stream":true}`,
+		"body over limit": `{"model":"` + strings.Repeat("x", maxBody) + `"}`,
+	} {
+		resp, frames := chat(t, base, body)
+		want := http.StatusBadRequest
+		if name == "body over limit" {
+			want = http.StatusRequestEntityTooLarge
+		}
+		if resp.StatusCode != want || !strings.Contains(frames[0], `"type":"invalid_request_error"`) {
+			t.Errorf("%s: %s %.200q, want %d invalid_request_error", name, resp.Status, frames, want)
+		}
+	}
+}

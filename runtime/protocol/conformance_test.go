@@ -168,8 +168,9 @@ func TestConformance(t *testing.T) {
 
 	// Every rule the decoder can report must be exercised by some vector, except rules
 	// the current registry makes unreachable.
-	unreachable := map[rule]string{
-		rExtensionCount: "only 9 keys are documented, so a 33rd key is undocumented first",
+	unreachable := map[rule]string{}
+	if len(documentedExtensions) < MaxExtensions {
+		unreachable[rExtensionCount] = "fewer keys are documented than an object may hold, so a 33rd key is undocumented first"
 	}
 	for r := range validationRules {
 		if !triggered[r] && unreachable[r] == "" {

@@ -23,6 +23,12 @@ const (
 	// ExtensionStrings is an array of at most MaxItems non-empty strings of at most
 	// MaxLength characters each (stop sequences).
 	ExtensionStrings = "array"
+	// ExtensionSchema is a JSON Schema object (a structured output's schema): any JSON
+	// object, bounded by MaxExtensionsBytes, whose numbers are of magnitude at most 1e308
+	// and whose strings are neither URLs nor data URIs, except the string value of a
+	// "$ref" member, which must start with "#" (a reference inside the schema). So a
+	// schema can name no document a provider would fetch, and carries no media.
+	ExtensionSchema = "schema"
 )
 
 // Bounds of an ExtensionObject value. A parameter value is a boolean, a number of
@@ -56,10 +62,12 @@ const CacheBreakpointPattern = `^(0|[1-9][0-9]{0,2})(:(5m|1h))?$`
 type ExtensionSpec struct {
 	// Key is the extension key, "<provider>.<field>".
 	Key string
-	// Source is the provider API field the adapter passes the value to.
+	// Source is the provider API field the adapter passes the value to; empty for the
+	// provider-neutral generation.* keys, which every adapter maps to its own field
+	// (GenerationOptions).
 	Source string
-	// Type is ExtensionString, ExtensionNumber, ExtensionInteger, ExtensionObject or
-	// ExtensionStrings.
+	// Type is ExtensionString, ExtensionNumber, ExtensionInteger, ExtensionObject,
+	// ExtensionStrings or ExtensionSchema.
 	Type string
 	// Minimum and Maximum bound number and integer values, inclusive.
 	Minimum, Maximum int64
@@ -128,6 +136,33 @@ var documentedExtensions = []ExtensionSpec{
 	// one replace the prompt or a media input; the model and version come from the
 	// deployment alone.
 	{Key: "replicate.input", Source: "input", Type: ExtensionObject},
+
+	// Provider-neutral generation options (spec/http-api.md, "Generation options"): every
+	// bundled adapter maps each to its provider's field, or declines the request in its
+	// encode check when its provider cannot honour the value, so routing moves on to a
+	// model that can. The bounds are the widest any bundled provider takes; an adapter
+	// whose provider takes less declines the rest.
+	// Output token cap (reasoning tokens included where the provider counts them).
+	{Key: GenerationMaxOutputTokens, Type: ExtensionInteger, Minimum: 1, Maximum: MaxGenerationTokens},
+	// Sampling temperature, 0 to 2 (Anthropic and Bedrock take 0 to 1).
+	{Key: GenerationTemperature, Type: ExtensionNumber, Minimum: 0, Maximum: 2},
+	// Nucleus sampling probability mass, 0 to 1.
+	{Key: GenerationTopP, Type: ExtensionNumber, Minimum: 0, Maximum: 1},
+	// Sample only from the k most likely tokens.
+	{Key: GenerationTopK, Type: ExtensionInteger, Minimum: 1, Maximum: MaxGenerationTopK},
+	// Sequences that stop generation: at most four, OpenAI's limit and the smallest of
+	// the bundled providers'.
+	{Key: GenerationStop, Type: ExtensionStrings, MaxItems: MaxGenerationStop, MaxLength: 256},
+	// Best-effort deterministic sampling.
+	{Key: GenerationSeed, Type: ExtensionInteger, Minimum: math.MinInt64, Maximum: math.MaxInt64},
+	// Whether and which tool the model must call: auto, none, required or tool:<name>.
+	{Key: GenerationToolChoice, Type: ExtensionString, MaxLength: 69, Pattern: ToolChoicePattern},
+	// JSON output mode: the model answers one JSON value.
+	{Key: GenerationResponseFormat, Type: ExtensionString, MaxLength: 4, Pattern: `^json$`},
+	// The JSON Schema the answer must follow (structured output).
+	{Key: GenerationResponseSchema, Type: ExtensionSchema},
+	// The schema's name, for providers that want one; default "response".
+	{Key: GenerationResponseSchemaName, Type: ExtensionString, MaxLength: 64, Pattern: `^[A-Za-z0-9_-]{1,64}$`},
 }
 
 var (
@@ -214,6 +249,8 @@ func (s *ExtensionSpec) check(c *jsonCursor) rule {
 		return ""
 	case ExtensionObject:
 		return checkParameters(c)
+	case ExtensionSchema:
+		return checkSchemaObject(c)
 	case ExtensionStrings:
 		if b != '[' {
 			return rExtensionValue
@@ -296,6 +333,93 @@ func magnitudeAtMost(lit []byte, exp int) bool {
 	// significant digit is a 1 of that order.
 	order := len(intDigits) + e - first
 	return order <= exp || (order == exp+1 && first == last && digit(first) == '1')
+}
+
+// checkSchemaObject consumes an ExtensionSchema value. Like every object in a request, no
+// object inside it may repeat a name.
+func checkSchemaObject(c *jsonCursor) rule {
+	if c.peek() != '{' {
+		return rObject
+	}
+	return schemaValue(c, false)
+}
+
+// schemaValue consumes one value of an ExtensionSchema and returns the rule it breaks,
+// or "". ref says that the value is that of a "$ref" member, whose string must start
+// with "#".
+func schemaValue(c *jsonCursor, ref bool) rule {
+	var bad rule
+	switch b := c.peek(); {
+	case b == '{':
+		var names keySet
+		_ = c.members(func(name []byte) error {
+			if !names.add(name) {
+				bad = rDuplicateKey
+			} else {
+				bad = schemaValue(c, string(name) == "$ref")
+			}
+			if bad != "" {
+				return errStop
+			}
+			return nil
+		})
+	case b == '[':
+		_ = c.elements(func() error {
+			if bad = schemaValue(c, false); bad != "" {
+				return errStop
+			}
+			return nil
+		})
+	case b == '"':
+		v := c.str()
+		if ref {
+			if !strings.HasPrefix(v, "#") {
+				bad = rSchemaValue
+			}
+		} else if urlValueRE.MatchString(v) || dataURIRE.MatchString(v) {
+			bad = rSchemaValue
+		}
+	case isNumberStart(b):
+		if !magnitudeAtMost(c.number(), maxParameterExponent) {
+			bad = rSchemaValue
+		}
+	default: // true, false, null
+		c.skip()
+	}
+	return bad
+}
+
+// schemaObjectSchema completes out, the schema of an ExtensionSchema value, from the
+// same patterns checkSchemaObject uses. The value is recursive, so its parts are named
+// by anchors (local to the document, as every reference of a schema must be).
+func schemaObjectSchema(out *jsonschema.Schema) *jsonschema.Schema {
+	const objectAnchor, valueAnchor = "extension-schema-object", "extension-schema-value"
+	value := &jsonschema.Schema{Ref: "#" + valueAnchor}
+	limit := json.Number("1e" + strconv.Itoa(maxParameterExponent))
+	// A "$ref" member holds a string starting with "#", or any other schema value.
+	ref := &jsonschema.Schema{AnyOf: []*jsonschema.Schema{
+		{Type: "string", Pattern: "^#"},
+		{Not: &jsonschema.Schema{Type: "string"}, Ref: "#" + valueAnchor},
+	}}
+	out.Anchor = objectAnchor
+	out.Properties = jsonschema.NewProperties()
+	out.Properties.Set("$ref", ref)
+	out.AdditionalProperties = value
+	out.Definitions = jsonschema.Definitions{"value": {
+		Anchor: valueAnchor,
+		AnyOf: []*jsonschema.Schema{
+			{Type: "null"},
+			{Type: "boolean"},
+			{Type: "number", Minimum: "-" + limit, Maximum: limit},
+			{
+				Type: "string",
+				Not:  &jsonschema.Schema{AnyOf: []*jsonschema.Schema{{Pattern: urlValuePattern}, {Pattern: dataURIPattern}}},
+			},
+			{Type: "array", Items: value},
+			{Ref: "#" + objectAnchor},
+		},
+	}}
+	return out
 }
 
 // parametersSchema completes out, the schema of an ExtensionObject value, from the same

@@ -103,8 +103,9 @@ type Request struct {
 	// metadata holds caller labels echoed in the execution's status; at most 16 entries,
 	// values at most 256 characters.
 	Metadata map[string]string `json:"metadata,omitempty"`
-	// extensions holds provider-specific options, keyed "<provider>.<field>"; only keys a
-	// bundled adapter documents are accepted, at most 32 keys and 64 KiB in total.
+	// extensions holds provider-specific options, keyed "<provider>.<field>", and
+	// provider-neutral generation options, keyed "generation.<field>"; only documented
+	// keys are accepted, at most 32 keys and 64 KiB in total.
 	Extensions map[string]json.RawMessage `json:"extensions,omitempty"`
 }
 

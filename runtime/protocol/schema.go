@@ -54,8 +54,16 @@ func (Request) JSONSchemaExtend(s *jsonschema.Schema) {
 // schema is the JSON Schema of the extension's value.
 func (s *ExtensionSpec) schema() *jsonschema.Schema {
 	out := &jsonschema.Schema{Type: s.Type, Description: "Passed to the provider's " + s.Source + " field."}
-	if s.Type == ExtensionObject {
+	if s.Source == "" {
+		out.Description = "Provider-neutral generation option: each adapter maps it to its provider's field, " +
+			"or declines the request when its provider cannot honour the value (spec/http-api.md, \"Generation options\")."
+	}
+	switch s.Type {
+	case ExtensionObject:
 		return parametersSchema(out)
+	case ExtensionSchema:
+		out.Type = "object"
+		return schemaObjectSchema(out)
 	}
 	if s.Type == ExtensionString {
 		out.MaxLength = schemaCount(s.MaxLength)

@@ -124,6 +124,8 @@ var (
 	rExtensionKey   = newRule("keys must match " + ExtensionKeyPattern)
 	rUndocumented   = newRule("key is not documented by any bundled adapter")
 	rExtensionValue = newRule("value does not match the type or range its key documents")
+	rSchemaValue    = newRule("schema numbers must be from -1e" + strconv.Itoa(maxParameterExponent) + " to 1e" +
+		strconv.Itoa(maxParameterExponent) + ", strings neither URLs nor data URIs, and $ref values must start with #")
 )
 
 // requiredRules says, per part field, which types need it. Role is "required" only for

@@ -100,6 +100,38 @@ func refs(r Route) []string {
 	return out
 }
 
+// TestRouteGovernsGenerationKeys: the provider-neutral generation.* keys are governed
+// by allowedExtensions like any other key: by exact key or by prefix, and a policy
+// that lists only provider keys keeps them away.
+func TestRouteGovernsGenerationKeys(t *testing.T) {
+	limit := func(patterns ...string) func(*Deployment) {
+		return func(d *Deployment) { d.Limits.Extensions = [][]string{patterns} }
+	}
+	table := NewTable([]Deployment{
+		deployment("ai", "open", textCaps),
+		deployment("ai", "prefix", textCaps, limit("generation.*")),
+		deployment("ai", "exact", textCaps, limit("openai.*", "generation.temperature")),
+		deployment("ai", "provider-only", textCaps, limit("openai.*", "anthropic.*")),
+	})
+	for keys, want := range map[string][]string{
+		"generation.temperature":                  {"ai/exact", "ai/open", "ai/prefix"},
+		"generation.top_k":                        {"ai/open", "ai/prefix"},
+		"generation.temperature,openai.seed":      {"ai/exact", "ai/open"},
+		"generation.temperature,generation.top_p": {"ai/open", "ai/prefix"},
+		"openai.seed":                             {"ai/exact", "ai/open", "ai/provider-only"},
+	} {
+		r, err := table.Route(query(textCaps, func(q *Query) { q.ExtensionKeys = strings.Split(keys, ","); q.MaxAttempts = 5 }))
+		if err != nil {
+			t.Fatalf("%s: %v", keys, err)
+		}
+		got := refs(r)
+		slices.Sort(got)
+		if !slices.Equal(got, want) {
+			t.Errorf("%s: eligible %v, want %v", keys, got, want)
+		}
+	}
+}
+
 func TestRouteEligibility(t *testing.T) {
 	vision := textCaps | CapsOf(protocol.CapInputImage)
 	tools := textCaps | CapsOf(protocol.CapTools)

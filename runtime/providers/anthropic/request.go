@@ -23,8 +23,17 @@ type messagesRequest struct {
 	Messages    []message      `json:"messages"`
 	Tools       []tool         `json:"tools,omitempty"`
 	Temperature *float64       `json:"temperature,omitempty"`
+	TopP        *float64       `json:"top_p,omitempty"`
 	TopK        *int64         `json:"top_k,omitempty"`
+	Stop        []string       `json:"stop_sequences,omitempty"`
+	ToolChoice  *toolChoice    `json:"tool_choice,omitempty"`
 	Stream      bool           `json:"stream,omitempty"`
+}
+
+// toolChoice is the tool_choice object: type auto, any, tool (with name) or none.
+type toolChoice struct {
+	Type string `json:"type"`
+	Name string `json:"name,omitempty"`
 }
 
 // message is one conversation turn.
@@ -80,6 +89,29 @@ const (
 	extTopK        = "anthropic.top_k"
 )
 
+// generation is what the Messages API takes of the generation options (README.md,
+// "Generation options"): temperatures up to 1, and neither a seed nor JSON or
+// structured output. Each anthropic.* key overrides the generation key of its field.
+var generation = providerhttp.GenerationSupport{
+	Adapter: "anthropic",
+	Honours: []string{
+		protocol.GenerationMaxOutputTokens, protocol.GenerationTemperature, protocol.GenerationTopP,
+		protocol.GenerationTopK, protocol.GenerationStop, protocol.GenerationToolChoice,
+	},
+	MaxTemperature: 1,
+	Overrides: map[string]string{
+		extMaxTokens:   protocol.GenerationMaxOutputTokens,
+		extTemperature: protocol.GenerationTemperature,
+		extTopK:        protocol.GenerationTopK,
+	},
+}
+
+// toolChoiceTypes maps the generation tool choices to Anthropic's types.
+var toolChoiceTypes = map[protocol.ToolChoiceMode]string{
+	protocol.ToolChoiceAuto: "auto", protocol.ToolChoiceNone: "none",
+	protocol.ToolChoiceRequired: "any", protocol.ToolChoiceTool: "tool",
+}
+
 // emptySchema is the input schema of a tool that declares none: the API requires an
 // object schema.
 var emptySchema = json.RawMessage(`{"type":"object"}`)
@@ -118,20 +150,22 @@ func CanEncode(req *protocol.Request, d *routing.Deployment) *protocol.Error {
 
 var _ engine.EncodeCheck = CanEncode
 
-// encodable is check on d's configuration.
+// encodable is check on d's configuration, its refusal only.
 func encodable(req *protocol.Request, d *routing.Deployment) *protocol.Error {
-	return check(req, d.Capabilities)
+	_, err := check(req, d.Capabilities)
+	return err
 }
 
-// check returns the first refusal of r for a deployment with caps, or nil. It is the only
-// place refusals are decided: buildRequest maps only requests it admits.
-func check(r *protocol.Request, caps routing.CapSet) *protocol.Error {
-	if err := applyExtensions(&messagesRequest{}, r.Extensions); err != nil {
-		return err
-	}
-	if _, err := breakpoints(r.Extensions, len(r.Input)); err != nil {
-		return err
-	}
+// check returns the first refusal of r for a deployment with caps, or nil, and the
+// generation options it sends. It is the only place refusals are decided: buildRequest
+// maps only requests it admits.
+func check(r *protocol.Request, caps routing.CapSet) (protocol.GenerationOptions, *protocol.Error) {
+	_, marks := breakpoints(r.Extensions, len(r.Input))
+	return generation.Read(r, caps, applyExtensions(&messagesRequest{}, r.Extensions), marks, checkParts(r, caps))
+}
+
+// checkParts refuses the parts a deployment with caps cannot take.
+func checkParts(r *protocol.Request, caps routing.CapSet) *protocol.Error {
 	m := mapper{
 		tools:  caps.Has(routing.CapsOf(protocol.CapTools)),
 		images: caps.Has(routing.CapsOf(protocol.CapInputImage)),
@@ -237,11 +271,13 @@ func (m mapper) checkContent(p *protocol.Part) *protocol.Error {
 // turn is sent as it is, and the API's verdict applies. A json part is data for the
 // model: its compact JSON travels as a text block, never as request fields.
 func buildRequest(r *protocol.Request, model string, caps routing.CapSet, stream bool) (*messagesRequest, *protocol.Error) {
-	if err := check(r, caps); err != nil {
+	g, err := check(r, caps)
+	if err != nil {
 		return nil, err
 	}
 	mr := &messagesRequest{Model: model, MaxTokens: DefaultMaxTokens, Stream: stream, Messages: []message{}}
 	_ = applyExtensions(mr, r.Extensions) // check accepted every value
+	applyGeneration(mr, &g)
 	marks, _ := breakpoints(r.Extensions, len(r.Input))
 	for i := range r.Input {
 		p := &r.Input[i]
@@ -380,6 +416,24 @@ func applyExtensions(mr *messagesRequest, ext map[string]json.RawMessage) *proto
 		mr.TopK = &n
 	}
 	return nil
+}
+
+// applyGeneration sets the generation options check admitted; those an anthropic.* key
+// overrides are already gone from g.
+func applyGeneration(mr *messagesRequest, g *protocol.GenerationOptions) {
+	if g.MaxOutputTokens != nil {
+		mr.MaxTokens = *g.MaxOutputTokens
+	}
+	if g.Temperature != nil {
+		mr.Temperature = g.Temperature
+	}
+	if g.TopK != nil {
+		mr.TopK = g.TopK
+	}
+	mr.TopP, mr.Stop = g.TopP, g.Stop
+	if c := g.ToolChoice; c.Mode != "" {
+		mr.ToolChoice = &toolChoice{Type: toolChoiceTypes[c.Mode], Name: c.Name}
+	}
 }
 
 // jsonNumber returns raw as a JSON number literal, or false for any other JSON value.

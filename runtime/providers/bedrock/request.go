@@ -93,9 +93,23 @@ type inferenceConfig struct {
 	StopSequences []string `json:"stopSequences,omitempty"`
 }
 
-// toolConfig is the ToolConfiguration; toolChoice is left to the model's default.
+// toolConfig is the ToolConfiguration; toolChoice is set by generation.tool_choice only,
+// else left to the model's default.
 type toolConfig struct {
-	Tools []toolEntry `json:"tools"`
+	Tools      []toolEntry `json:"tools"`
+	ToolChoice *toolChoice `json:"toolChoice,omitempty"`
+}
+
+// toolChoice is a ToolChoice union: exactly one member is set. Converse has no "none".
+type toolChoice struct {
+	Auto *struct{}  `json:"auto,omitempty"`
+	Any  *struct{}  `json:"any,omitempty"`
+	Tool *namedTool `json:"tool,omitempty"`
+}
+
+// namedTool is a SpecificToolChoice.
+type namedTool struct {
+	Name string `json:"name"`
 }
 
 // toolEntry is a Tool union holding a toolSpec.
@@ -173,17 +187,40 @@ func CanEncode(req *protocol.Request, d *routing.Deployment) *protocol.Error {
 
 var _ engine.EncodeCheck = CanEncode
 
-// encodable is check on d's configuration.
+// encodable is check on d's configuration, its refusal only.
 func encodable(req *protocol.Request, d *routing.Deployment) *protocol.Error {
-	return check(req, d.Capabilities)
+	_, err := check(req, d.Capabilities)
+	return err
 }
 
-// check returns the first refusal of r for a deployment with caps, or nil. It is the only
-// place refusals are decided: buildRequest maps only requests it admits.
-func check(r *protocol.Request, caps routing.CapSet) *protocol.Error {
-	if err := applyExtensions(&converseRequest{}, r.Extensions); err != nil {
-		return err
-	}
+// check returns the first refusal of r for a deployment with caps, or nil, and the
+// generation options it sends. It is the only place refusals are decided: buildRequest
+// maps only requests it admits.
+func check(r *protocol.Request, caps routing.CapSet) (protocol.GenerationOptions, *protocol.Error) {
+	return generation.Read(r, caps, applyExtensions(&converseRequest{}, r.Extensions), checkParts(r, caps))
+}
+
+// generation is what Converse takes of the generation options (README.md, "Generation
+// options"): inferenceConfig's fields, temperatures up to 1, and a tool choice other
+// than none. Each bedrock.* key overrides the generation key of its field.
+var generation = providerhttp.GenerationSupport{
+	Adapter: "bedrock",
+	Honours: []string{
+		protocol.GenerationMaxOutputTokens, protocol.GenerationTemperature, protocol.GenerationTopP,
+		protocol.GenerationStop, protocol.GenerationToolChoice,
+	},
+	MaxTemperature:   1,
+	NoToolChoiceNone: true,
+	Overrides: map[string]string{
+		specMaxTokens.Key:     protocol.GenerationMaxOutputTokens,
+		specTemperature.Key:   protocol.GenerationTemperature,
+		specTopP.Key:          protocol.GenerationTopP,
+		specStopSequences.Key: protocol.GenerationStop,
+	},
+}
+
+// checkParts refuses the parts a deployment with caps cannot take.
+func checkParts(r *protocol.Request, caps routing.CapSet) *protocol.Error {
 	m := mapperOf(caps)
 	var (
 		first      string // role of the first turn
@@ -350,7 +387,8 @@ func (m mapper) checkContent(p *protocol.Part) *protocol.Error {
 // compact JSON travels as a text block (in a tool result too), never as request fields
 // or as a toolResult json block.
 func buildRequest(r *protocol.Request, caps routing.CapSet) (*converseRequest, *protocol.Error) {
-	if err := check(r, caps); err != nil {
+	g, err := check(r, caps)
+	if err != nil {
 		return nil, err
 	}
 	cr := &converseRequest{Messages: []message{}}
@@ -384,7 +422,42 @@ func buildRequest(r *protocol.Request, caps routing.CapSet) (*converseRequest, *
 			toolResultsFirst(cr.Messages[i].Content)
 		}
 	}
+	applyGeneration(cr, &g)
 	return cr, nil
+}
+
+// applyGeneration sets the generation options check admitted into inferenceConfig and
+// toolConfig (which a tool choice implies: it is set only for a request with tool
+// parts); those a bedrock.* key overrides are already gone from g.
+func applyGeneration(cr *converseRequest, g *protocol.GenerationOptions) {
+	cfg := cr.InferenceConfig
+	if cfg == nil {
+		cfg = &inferenceConfig{}
+	}
+	if g.MaxOutputTokens != nil {
+		cfg.MaxTokens = g.MaxOutputTokens
+	}
+	if g.Temperature != nil {
+		cfg.Temperature = g.Temperature
+	}
+	if g.TopP != nil {
+		cfg.TopP = g.TopP
+	}
+	if g.Stop != nil {
+		cfg.StopSequences = g.Stop
+	}
+	if cfg.MaxTokens != nil || cfg.Temperature != nil || cfg.TopP != nil || cfg.StopSequences != nil {
+		cr.InferenceConfig = cfg
+	}
+	switch c := g.ToolChoice; c.Mode {
+	case "", protocol.ToolChoiceNone: // none is declined by check
+	case protocol.ToolChoiceAuto:
+		cr.ToolConfig.ToolChoice = &toolChoice{Auto: &struct{}{}}
+	case protocol.ToolChoiceRequired:
+		cr.ToolConfig.ToolChoice = &toolChoice{Any: &struct{}{}}
+	case protocol.ToolChoiceTool:
+		cr.ToolConfig.ToolChoice = &toolChoice{Tool: &namedTool{Name: c.Name}}
+	}
 }
 
 // turnBlock maps a conversation part that check admitted to its content block. ok is

@@ -20,7 +20,20 @@ type generateRequest struct {
 	Contents          []content         `json:"contents"`
 	SystemInstruction *content          `json:"systemInstruction,omitempty"`
 	Tools             []tool            `json:"tools,omitempty"`
+	ToolConfig        *toolConfig       `json:"toolConfig,omitempty"`
 	GenerationConfig  *generationConfig `json:"generationConfig,omitempty"`
+}
+
+// toolConfig holds the function calling mode of a tool choice.
+type toolConfig struct {
+	FunctionCallingConfig functionCallingConfig `json:"functionCallingConfig"`
+}
+
+// functionCallingConfig is mode AUTO, NONE or ANY, the last optionally limited to
+// allowedFunctionNames.
+type functionCallingConfig struct {
+	Mode                 string   `json:"mode"`
+	AllowedFunctionNames []string `json:"allowedFunctionNames,omitempty"`
 }
 
 // content is one turn: role "user" or "model" (omitted for the system instruction).
@@ -89,12 +102,17 @@ type generationConfig struct {
 	Seed            *int64          `json:"seed,omitempty"`
 	StopSequences   []string        `json:"stopSequences,omitempty"`
 	ThinkingConfig  *thinkingConfig `json:"thinkingConfig,omitempty"`
+	// ResponseMimeType is application/json for JSON or structured output.
+	ResponseMimeType string `json:"responseMimeType,omitempty"`
+	// ResponseJSONSchema takes a JSON Schema as it is; the older responseSchema field
+	// takes only an OpenAPI subset.
+	ResponseJSONSchema json.RawMessage `json:"responseJsonSchema,omitempty"`
 }
 
 // empty reports whether gc sets nothing, so that no empty generationConfig is sent.
 func (gc *generationConfig) empty() bool {
 	return gc.Temperature == nil && gc.TopP == nil && gc.TopK == nil && gc.MaxOutputTokens == nil &&
-		gc.Seed == nil && len(gc.StopSequences) == 0 && gc.ThinkingConfig == nil
+		gc.Seed == nil && len(gc.StopSequences) == 0 && gc.ThinkingConfig == nil && gc.ResponseMimeType == ""
 }
 
 type thinkingConfig struct {
@@ -125,6 +143,34 @@ var (
 	// A pattern, not a list, as Google adds levels; sent as the enum name (upper case).
 	specThinkingLevel = documented("gemini.thinking_level")
 )
+
+// generation is what both providers take of the generation options (README.md,
+// "Generation options"): all of them, seeds within 32 bits. Each gemini.* key overrides
+// the generation key of its field.
+var generation = providerhttp.GenerationSupport{
+	Adapter: "gemini",
+	Honours: []string{
+		protocol.GenerationMaxOutputTokens, protocol.GenerationTemperature, protocol.GenerationTopP,
+		protocol.GenerationTopK, protocol.GenerationStop, protocol.GenerationSeed, protocol.GenerationToolChoice,
+		protocol.GenerationResponseFormat, protocol.GenerationResponseSchema,
+	},
+	Seed32: true,
+	Overrides: map[string]string{
+		specTemperature.Key:     protocol.GenerationTemperature,
+		specTopP.Key:            protocol.GenerationTopP,
+		specTopK.Key:            protocol.GenerationTopK,
+		specMaxOutputTokens.Key: protocol.GenerationMaxOutputTokens,
+		specSeed.Key:            protocol.GenerationSeed,
+		specStopSequences.Key:   protocol.GenerationStop,
+	},
+}
+
+// callingModes maps the generation tool choices to function calling modes; a choice of
+// one tool is ANY limited to it.
+var callingModes = map[protocol.ToolChoiceMode]string{
+	protocol.ToolChoiceAuto: "AUTO", protocol.ToolChoiceNone: "NONE",
+	protocol.ToolChoiceRequired: "ANY", protocol.ToolChoiceTool: "ANY",
+}
 
 // documented returns the registered spec of key; a key missing from the registry is a
 // programming error caught by every test of the package.
@@ -185,17 +231,21 @@ func CanEncode(req *protocol.Request, d *routing.Deployment) *protocol.Error {
 
 var _ engine.EncodeCheck = CanEncode
 
-// encodable is check on d's configuration.
+// encodable is check on d's configuration, its refusal only.
 func encodable(req *protocol.Request, d *routing.Deployment) *protocol.Error {
-	return check(req, d.Provider, d.Capabilities)
+	_, err := check(req, d.Provider, d.Capabilities)
+	return err
 }
 
-// check returns the first refusal of r for a deployment of provider with caps, or nil.
-// It is the only place refusals are decided: buildRequest maps only requests it admits.
-func check(r *protocol.Request, provider string, caps routing.CapSet) *protocol.Error {
-	if err := applyExtensions(&generateRequest{}, r.Extensions); err != nil {
-		return err
-	}
+// check returns the first refusal of r for a deployment of provider with caps, or nil,
+// and the generation options it sends. It is the only place refusals are decided:
+// buildRequest maps only requests it admits.
+func check(r *protocol.Request, provider string, caps routing.CapSet) (protocol.GenerationOptions, *protocol.Error) {
+	return generation.Read(r, caps, applyExtensions(&generateRequest{}, r.Extensions), checkParts(r, provider, caps))
+}
+
+// checkParts refuses the parts a deployment of provider with caps cannot take.
+func checkParts(r *protocol.Request, provider string, caps routing.CapSet) *protocol.Error {
 	m := mapper{provider: provider, caps: caps}
 	contents := false // a part becomes a part of a user or model turn
 	for i := range r.Input {
@@ -334,11 +384,13 @@ func callName(input []protocol.Part, i int) string {
 // model: its compact JSON travels as a text part, never as request fields
 // (spec/http-api.md, "Request").
 func buildRequest(r *protocol.Request, provider string, caps routing.CapSet) (*generateRequest, *protocol.Error) {
-	if err := check(r, provider, caps); err != nil {
+	g, err := check(r, provider, caps)
+	if err != nil {
 		return nil, err
 	}
 	gr := &generateRequest{Contents: []content{}}
 	_ = applyExtensions(gr, r.Extensions) // check accepted every value
+	applyGeneration(gr, &g)
 	var (
 		system []part
 		decls  []functionDeclaration
@@ -506,6 +558,47 @@ func applyExtensions(gr *generateRequest, ext map[string]json.RawMessage) *proto
 		gr.GenerationConfig = &gc
 	}
 	return nil
+}
+
+// applyGeneration sets the generation options check admitted into generationConfig and
+// toolConfig; those a gemini.* key overrides are already gone from g.
+func applyGeneration(gr *generateRequest, g *protocol.GenerationOptions) {
+	gc := gr.GenerationConfig
+	if gc == nil {
+		gc = &generationConfig{}
+	}
+	if g.Temperature != nil {
+		gc.Temperature = g.Temperature
+	}
+	if g.TopP != nil {
+		gc.TopP = g.TopP
+	}
+	if g.TopK != nil {
+		gc.TopK = g.TopK
+	}
+	if g.MaxOutputTokens != nil {
+		gc.MaxOutputTokens = g.MaxOutputTokens
+	}
+	if g.Seed != nil {
+		gc.Seed = g.Seed
+	}
+	if g.Stop != nil {
+		gc.StopSequences = g.Stop
+	}
+	if g.JSON || g.ResponseSchema != nil {
+		gc.ResponseMimeType = "application/json"
+		gc.ResponseJSONSchema = g.ResponseSchema
+	}
+	if !gc.empty() {
+		gr.GenerationConfig = gc
+	}
+	if c := g.ToolChoice; c.Mode != "" {
+		fc := functionCallingConfig{Mode: callingModes[c.Mode]}
+		if c.Mode == protocol.ToolChoiceTool {
+			fc.AllowedFunctionNames = []string{c.Name}
+		}
+		gr.ToolConfig = &toolConfig{FunctionCallingConfig: fc}
+	}
 }
 
 // numberInto decodes a number that ExtensionSpec.Valid accepted into *dst.

@@ -173,7 +173,7 @@ func (a *adapter) Execute(ctx context.Context, at engine.Attempt, emit engine.Em
 	}
 	// The adapter is built per attempt, so it takes the attempt's logger.
 	a.log = providerhttp.Logger(ctx, a.log)
-	body, perr := buildRequest(at.Request, a.model, a.caps, a.stream)
+	body, perr := buildRequest(at.Request, a.provider, a.model, a.caps, a.stream)
 	if perr != nil {
 		return engine.Outcome{}, engine.NotSent(perr)
 	}

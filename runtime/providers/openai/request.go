@@ -28,7 +28,32 @@ type chatRequest struct {
 	Temperature         *float64       `json:"temperature,omitempty"`
 	TopP                *float64       `json:"top_p,omitempty"`
 	MaxCompletionTokens *int64         `json:"max_completion_tokens,omitempty"`
+	MaxTokens           *int64         `json:"max_tokens,omitempty"`
 	Seed                *int64         `json:"seed,omitempty"`
+	Stop                []string       `json:"stop,omitempty"`
+	// ToolChoice is "auto", "none", "required" or a namedToolChoice.
+	ToolChoice     any             `json:"tool_choice,omitempty"`
+	ResponseFormat *responseFormat `json:"response_format,omitempty"`
+}
+
+// namedToolChoice forces a call of one function.
+type namedToolChoice struct {
+	Type     string       `json:"type"`
+	Function toolFunction `json:"function"`
+}
+
+// responseFormat is JSON mode (json_object) or structured output (json_schema).
+type responseFormat struct {
+	Type       string      `json:"type"`
+	JSONSchema *jsonSchema `json:"json_schema,omitempty"`
+}
+
+// jsonSchema is a structured output's schema. Strict is always true: structured_output
+// declares schema-enforced output, which OpenAI gives only in strict mode.
+type jsonSchema struct {
+	Name   string          `json:"name"`
+	Schema json.RawMessage `json:"schema"`
+	Strict bool            `json:"strict"`
 }
 
 type streamOptions struct {
@@ -127,22 +152,43 @@ func CanEncode(req *protocol.Request, d *routing.Deployment) *protocol.Error {
 
 var _ engine.EncodeCheck = CanEncode
 
-// encodable is check on d's configuration.
+// encodable is check on d's configuration, its refusal only.
 func encodable(req *protocol.Request, d *routing.Deployment) *protocol.Error {
-	return check(req, d.Capabilities)
+	_, err := check(req, d.Capabilities)
+	return err
 }
 
-// check returns the first refusal of req for a deployment with caps, or nil. It is the
-// only place refusals are decided: buildRequest maps only requests it admits.
-func check(req *protocol.Request, caps routing.CapSet) *protocol.Error {
+// check returns the first refusal of req for a deployment with caps, or nil, and the
+// generation options it sends. It is the only place refusals are decided: buildRequest
+// maps only requests it admits.
+func check(req *protocol.Request, caps routing.CapSet) (protocol.GenerationOptions, *protocol.Error) {
 	for i := range req.Input {
 		if err := checkPart(&req.Input[i], caps); err != nil {
-			return err
+			return protocol.GenerationOptions{}, err
 		}
 	}
 	// The values are small; parsing them into a scratch body is the same check
 	// buildRequest's applyExtensions makes.
-	return applyExtensions(&chatRequest{}, req.Extensions)
+	return generation.Read(req, caps, applyExtensions(&chatRequest{}, req.Extensions))
+}
+
+// generation is what Chat Completions takes of the generation options (README.md,
+// "Generation options"): all but top_k, which is no OpenAI field (some compatible
+// servers read it, others ignore it silently, so it is declined for all). Each openai.*
+// key overrides the generation key of the same field.
+var generation = providerhttp.GenerationSupport{
+	Adapter: "openai",
+	Honours: []string{
+		protocol.GenerationMaxOutputTokens, protocol.GenerationTemperature, protocol.GenerationTopP,
+		protocol.GenerationStop, protocol.GenerationSeed, protocol.GenerationToolChoice,
+		protocol.GenerationResponseFormat, protocol.GenerationResponseSchema,
+	},
+	Overrides: map[string]string{
+		"openai.temperature":           protocol.GenerationTemperature,
+		"openai.top_p":                 protocol.GenerationTopP,
+		"openai.max_completion_tokens": protocol.GenerationMaxOutputTokens,
+		"openai.seed":                  protocol.GenerationSeed,
+	},
 }
 
 // checkPart refuses a part Chat Completions cannot carry for a deployment with caps.
@@ -205,10 +251,11 @@ func checkPart(p *protocol.Part, caps routing.CapSet) *protocol.Error {
 	return nil
 }
 
-// buildRequest maps req onto a Chat Completions body for a deployment with caps, or
-// returns check's refusal.
-func buildRequest(req *protocol.Request, model string, caps routing.CapSet, stream bool) (*chatRequest, *protocol.Error) {
-	if err := check(req, caps); err != nil {
+// buildRequest maps req onto a Chat Completions body for a deployment of provider with
+// caps, or returns check's refusal.
+func buildRequest(req *protocol.Request, provider, model string, caps routing.CapSet, stream bool) (*chatRequest, *protocol.Error) {
+	g, err := check(req, caps)
+	if err != nil {
 		return nil, err
 	}
 	body := &chatRequest{Model: model}
@@ -224,7 +271,45 @@ func buildRequest(req *protocol.Request, model string, caps routing.CapSet, stre
 	body.Messages = b.messages
 	body.Tools = b.tools
 	_ = applyExtensions(body, req.Extensions) // check accepted every value
+	applyGeneration(body, &g, provider)
 	return body, nil
+}
+
+// applyGeneration sets the generation options check admitted; those an openai.* key
+// overrides are already gone from g. The output token cap is max_completion_tokens on
+// OpenAI and Azure OpenAI, where max_tokens is deprecated and refused by reasoning
+// models, and max_tokens on compatible servers, which all read it (not all read
+// max_completion_tokens).
+func applyGeneration(body *chatRequest, g *protocol.GenerationOptions, provider string) {
+	if provider == ProviderCompatible {
+		body.MaxTokens = g.MaxOutputTokens
+	} else if g.MaxOutputTokens != nil {
+		body.MaxCompletionTokens = g.MaxOutputTokens
+	}
+	if g.Temperature != nil {
+		body.Temperature = g.Temperature
+	}
+	if g.TopP != nil {
+		body.TopP = g.TopP
+	}
+	if g.Seed != nil {
+		body.Seed = g.Seed
+	}
+	body.Stop = g.Stop
+	switch c := g.ToolChoice; c.Mode {
+	case "":
+	case protocol.ToolChoiceTool:
+		body.ToolChoice = namedToolChoice{Type: "function", Function: toolFunction{Name: c.Name}}
+	default: // auto, none and required are OpenAI's own words
+		body.ToolChoice = string(c.Mode)
+	}
+	switch {
+	case g.ResponseSchema != nil:
+		body.ResponseFormat = &responseFormat{Type: "json_schema",
+			JSONSchema: &jsonSchema{Name: g.ResponseSchemaName, Schema: g.ResponseSchema, Strict: true}}
+	case g.JSON:
+		body.ResponseFormat = &responseFormat{Type: "json_object"}
+	}
 }
 
 // builder folds input parts into messages. Consecutive parts of one role become one

@@ -311,6 +311,28 @@ var Requests = []Named{
 		`"openai.temperature":1,"openai.seed":7,"anthropic.max_tokens":100,"anthropic.top_k":5,"replicate.input":{},` +
 		`"gemini.temperature":0.5,"gemini.stop_sequences":["END"],"gemini.thinking_level":"low",` +
 		`"bedrock.max_tokens":100,"bedrock.top_p":0.9,"bedrock.stop_sequences":["END"]}}`},
+	// The provider-neutral generation options (spec/http-api.md, "Generation options"):
+	// those every bundled chat provider takes, then those some decline.
+	{"common generation options", generation(`"generation.max_output_tokens":100,"generation.temperature":0.5,` +
+		`"generation.top_p":0.9,"generation.stop":["END"]`)},
+	{"generation top_k", generation(`"generation.top_k":40`)},
+	{"generation seed", generation(`"generation.seed":7`)},
+	{"generation 64-bit seed", generation(`"generation.seed":1099511627776`)},
+	{"generation temperature over 1", generation(`"generation.temperature":1.5`)},
+	{"generation temperature over 1 overridden", generation(`"generation.temperature":1.5,"anthropic.temperature":0.5,"bedrock.temperature":0.5`)},
+	{"generation tool choice", `{"ability":"chat","input":[{"type":"text","text":"Weather?"},` + tool + `],` +
+		`"extensions":{"generation.tool_choice":"tool:get_weather"}}`},
+	{"generation tool choice none", `{"ability":"chat","input":[{"type":"text","text":"Weather?"},` + tool + `],` +
+		`"extensions":{"generation.tool_choice":"none"}}`},
+	{"generation tool choice auto without tools", generation(`"generation.tool_choice":"auto"`)},
+	{"generation tool choice required without tools", generation(`"generation.tool_choice":"required"`)},
+	{"generation json", generation(`"generation.response_format":"json"`)},
+	{"generation schema", generation(`"generation.response_schema":{"type":"object"}`)},
+}
+
+// generation is a text request with the given generation keys.
+func generation(ext string) string {
+	return `{"ability":"chat","input":[{"type":"text","text":"Hello"}],"extensions":{` + ext + `}}`
 }
 
 // parameterRequests set model parameters through replicate.input.

@@ -3,6 +3,7 @@ package replicate
 import (
 	"encoding/json"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/switchboard-dev/switchboard/runtime/engine"
@@ -80,7 +81,83 @@ func check(req *protocol.Request, caps routing.CapSet, allowed []string) (map[st
 	if err := checkParts(req.Input, caps); err != nil {
 		return nil, err
 	}
-	return parameters(req, allowed)
+	params, err := parameters(req, allowed)
+	if err != nil {
+		return nil, err
+	}
+	return withGeneration(req, caps, allowed, params)
+}
+
+// generationInputs maps the generation options a Replicate model can take to the input
+// names Replicate's language models use for them (spec/http-api.md, "Generation
+// options"). Models declare their own inputs, so an option is sent only when the
+// deployment allows its name (spec.allowedParameters), the operator's word that the
+// model has that input; otherwise it is declined, as are the options that have no
+// common input (stop sequences are a comma-separated string on some models, which
+// cannot carry a sequence holding a comma; JSON and structured output have none).
+var generationInputs = []struct{ key, name string }{
+	{protocol.GenerationMaxOutputTokens, "max_tokens"},
+	{protocol.GenerationTemperature, "temperature"},
+	{protocol.GenerationTopP, "top_p"},
+	{protocol.GenerationTopK, "top_k"},
+	{protocol.GenerationSeed, "seed"},
+}
+
+// withGeneration adds the generation options of req to params, the parameters it sets
+// through replicate.input, or declines them. A parameter replicate.input sets wins over
+// the generation option of the same input.
+func withGeneration(req *protocol.Request, caps routing.CapSet, allowed []string, params map[string]json.RawMessage) (map[string]json.RawMessage, *protocol.Error) {
+	g, err := protocol.Generation(req)
+	if err != nil {
+		return nil, err
+	}
+	support := providerhttp.GenerationSupport{Adapter: "replicate"}
+	for _, in := range generationInputs {
+		if _, set := params[in.name]; set {
+			g.Clear(in.key)
+		} else if slices.Contains(allowed, in.name) {
+			support.Honours = append(support.Honours, in.key)
+		}
+	}
+	if err := support.Check(&g, caps); err != nil {
+		return nil, err
+	}
+	for _, in := range generationInputs {
+		if v := generationValue(&g, in.key); v != nil {
+			if params == nil {
+				params = map[string]json.RawMessage{}
+			}
+			params[in.name] = v
+		}
+	}
+	return params, nil
+}
+
+// generationValue is the option of key as a JSON number, or nil when it is not set.
+// Integers are written as integers (the request may have spelled one 1e3).
+func generationValue(g *protocol.GenerationOptions, key string) json.RawMessage {
+	var n *int64
+	var f *float64
+	switch key {
+	case protocol.GenerationMaxOutputTokens:
+		n = g.MaxOutputTokens
+	case protocol.GenerationTopK:
+		n = g.TopK
+	case protocol.GenerationSeed:
+		n = g.Seed
+	case protocol.GenerationTemperature:
+		f = g.Temperature
+	case protocol.GenerationTopP:
+		f = g.TopP
+	}
+	switch {
+	case n != nil:
+		return strconv.AppendInt(nil, *n, 10)
+	case f != nil:
+		b, _ := json.Marshal(*f) // finite: the registry bounds it
+		return b
+	}
+	return nil
 }
 
 // checkParts refuses parts a deployment with caps cannot take.
