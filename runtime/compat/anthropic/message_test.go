@@ -229,7 +229,9 @@ func TestProjection(t *testing.T) {
 			name: "a refusal is an answer",
 			events: events(flat(
 				func() (protocol.EventType, any) { return text(0, "I can") },
-				func() (protocol.EventType, any) { return failed(protocol.CodeContentFiltered, "the provider filtered the content") },
+				func() (protocol.EventType, any) {
+					return failed(protocol.CodeContentFiltered, "the provider filtered the content")
+				},
 			)...),
 			want: `{"id":"exe_1","type":"message","role":"assistant","model":"chat",
 				"content":[{"type":"text","text":"I can"}],"stop_reason":"refusal","stop_sequence":null,"stop_details":null,

@@ -17,17 +17,9 @@ import (
 // mapping for is a 400 naming it, so nothing a caller asked for is silently dropped —
 // except what spec/compat.md lists as accepted and ignored.
 
-// Provider-neutral generation keys (spec/http-api.md, "Generation options") and the
-// one Anthropic extension the door writes.
-const (
-	extMaxOutputTokens = "generation.max_output_tokens"
-	extTemperature     = "generation.temperature"
-	extTopP            = "generation.top_p"
-	extTopK            = "generation.top_k"
-	extStop            = "generation.stop"
-	extToolChoice      = "generation.tool_choice"
-	extCacheControl    = "anthropic.cache_control"
-)
+// The one Anthropic extension the door writes; the generation options are the
+// protocol's provider-neutral keys (spec/http-api.md, "Generation options").
+const extCacheControl = "anthropic.cache_control"
 
 // metadataUserID is the execution metadata key metadata.user_id becomes.
 const metadataUserID = "user_id"
@@ -129,11 +121,11 @@ func (d *decoder) top(r *request, key string) error {
 	case "max_tokens":
 		d.seen |= fieldMaxTokens
 		return d.member(key, func() error {
-			n, err := d.integer(1, math.MaxInt32, "must be an integer from 1 to 2147483647")
+			n, err := d.integer(1, protocol.MaxGenerationTokens, "must be an integer from 1 to "+strconv.Itoa(protocol.MaxGenerationTokens))
 			if err != nil {
 				return err
 			}
-			d.extension(&r.native, extMaxOutputTokens, json.RawMessage(strconv.FormatInt(n, 10)))
+			d.extension(&r.native, protocol.GenerationMaxOutputTokens, json.RawMessage(strconv.FormatInt(n, 10)))
 			return nil
 		})
 	case "messages":
@@ -155,19 +147,19 @@ func (d *decoder) top(r *request, key string) error {
 			return err
 		})
 	case "temperature":
-		return d.member(key, func() error { return d.unit(&r.native, extTemperature) })
+		return d.member(key, func() error { return d.unit(&r.native, protocol.GenerationTemperature) })
 	case "top_p":
-		return d.member(key, func() error { return d.unit(&r.native, extTopP) })
+		return d.member(key, func() error { return d.unit(&r.native, protocol.GenerationTopP) })
 	case "top_k":
 		return d.member(key, func() error {
 			if null, err := d.null(); null || err != nil {
 				return err
 			}
-			n, err := d.integer(0, math.MaxInt32, "must be an integer from 0 to 2147483647")
+			n, err := d.integer(1, protocol.MaxGenerationTopK, "must be an integer from 1 to "+strconv.Itoa(protocol.MaxGenerationTopK))
 			if err != nil {
 				return err
 			}
-			d.extension(&r.native, extTopK, json.RawMessage(strconv.FormatInt(n, 10)))
+			d.extension(&r.native, protocol.GenerationTopK, json.RawMessage(strconv.FormatInt(n, 10)))
 			return nil
 		})
 	case "stop_sequences":
@@ -317,8 +309,8 @@ func (d *decoder) unit(n *protocol.Request, key string) error {
 	return nil
 }
 
-// stopSequences reads stop_sequences: non-empty strings, within the bounds the
-// generation.stop key documents.
+// stopSequences reads stop_sequences: strings with more than whitespace, within the
+// bounds the generation.stop key documents (the fewest any bundled provider takes).
 func (d *decoder) stopSequences(n *protocol.Request) error {
 	if null, err := d.null(); null || err != nil {
 		return err
@@ -342,10 +334,10 @@ func (d *decoder) stopSequences(n *protocol.Request) error {
 		return nil // an empty list asks for nothing
 	}
 	raw, _ := json.Marshal(stops) // strings always encode
-	if spec, ok := protocol.LookupExtension(extStop); ok && !spec.Valid(raw) {
+	if spec, _ := protocol.LookupExtension(protocol.GenerationStop); !spec.Valid(raw) {
 		return d.fail("must hold at most " + strconv.Itoa(spec.MaxItems) + " sequences of at most " + strconv.Itoa(spec.MaxLength) + " characters")
 	}
-	d.extension(n, extStop, raw)
+	d.extension(n, protocol.GenerationStop, raw)
 	return nil
 }
 
@@ -436,6 +428,6 @@ func (d *decoder) toolChoice(n *protocol.Request) error {
 	}
 	d.choice.mode, d.choice.name = typ, name
 	value := map[string]string{"auto": "auto", "any": "required", "none": "none", "tool": "tool:" + name}[typ]
-	d.extension(n, extToolChoice, protocol.AppendJSONString(nil, value))
+	d.extension(n, protocol.GenerationToolChoice, protocol.AppendJSONString(nil, value))
 	return nil
 }

@@ -2,7 +2,6 @@ package anthropic
 
 import (
 	"encoding/json"
-	"maps"
 	"strings"
 	"testing"
 
@@ -195,37 +194,31 @@ func TestCacheMarksOverLimit(t *testing.T) {
 }
 
 // TestNativeDecodes: what the door submits is a request the native decoder accepts,
-// so no native limit is ever met under a native name. The generation keys are
-// documented by the protocol's registry once the generation options exist; until then
-// the decoder refuses them, and they are checked without.
+// so no native limit is ever met under a native name.
 func TestNativeDecodes(t *testing.T) {
-	body := `{"model":"chat","max_tokens":1024,"system":[{"type":"text","text":"S","cache_control":{"type":"ephemeral"}}],
+	body := `{"model":"chat","max_tokens":1000000,"system":[{"type":"text","text":"S","cache_control":{"type":"ephemeral"}}],
 		"messages":[{"role":"user","content":[{"type":"text","text":"Q"},
 			{"type":"image","source":{"type":"url","url":"https://example.com/a.gif"}},
 			{"type":"document","title":"a.pdf","source":{"type":"base64","media_type":"application/pdf","data":"` + pdfData + `"}}]},
 			{"role":"assistant","content":[{"type":"tool_use","id":"toolu_1","name":"t","input":{}}]},
 			{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_1","content":[{"type":"image","source":{"type":"base64","media_type":"image/png","data":"` + pngData + `"}}]}]}],
 		"tools":[{"name":"t","input_schema":{"type":"object"}}],"tool_choice":{"type":"tool","name":"t"},
-		"temperature":1,"top_p":0,"top_k":3,"stop_sequences":["END"],"metadata":{"user_id":"u"}}`
+		"temperature":1,"top_p":0,"top_k":1000000,"stop_sequences":["A","B","C","D"],"metadata":{"user_id":"u"}}`
 	r, err := decodeRequest([]byte(body))
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, m := range []compat.Model{chatModel, pinnedModel} {
-		n := r.native
-		n.Extensions = maps.Clone(n.Extensions)
-		for k := range n.Extensions {
-			if _, documented := protocol.LookupExtension(k); !documented && strings.HasPrefix(k, "generation.") {
-				delete(n.Extensions, k)
-			}
-		}
-		cp := &request{native: n}
-		b, jerr := cp.nativeJSON(m)
+		b, jerr := r.nativeJSON(m)
 		if jerr != nil {
 			t.Fatal(jerr)
 		}
-		if _, err := protocol.DecodeRequest(b); err != nil {
-			t.Errorf("native request %s: %v", b, err)
+		n, err := protocol.DecodeRequest(b)
+		if err != nil {
+			t.Fatalf("native request %s: %v", b, err)
+		}
+		if _, err := protocol.Generation(n); err != nil {
+			t.Errorf("generation options of %s: %v", b, err)
 		}
 	}
 }
@@ -254,10 +247,10 @@ func TestRefusals(t *testing.T) {
 		{"an empty model", `{"model":""}`, "model: must not be empty"},
 		{"a model that is not a string", `{"model":7}`, "model: must be a string"},
 		{"no max_tokens", `{"model":"chat","messages":[{"role":"user","content":"Hi"}]}`, "max_tokens: required"},
-		{"max_tokens zero", `{"max_tokens":0}`, "max_tokens: must be an integer from 1 to 2147483647"},
-		{"max_tokens fractional", `{"max_tokens":1.5}`, "max_tokens: must be an integer from 1 to 2147483647"},
-		{"max_tokens a string", `{"max_tokens":"5"}`, "max_tokens: must be an integer from 1 to 2147483647"},
-		{"max_tokens too large", `{"max_tokens":2147483648}`, "max_tokens: must be an integer from 1 to 2147483647"},
+		{"max_tokens zero", `{"max_tokens":0}`, "max_tokens: must be an integer from 1 to 1000000"},
+		{"max_tokens fractional", `{"max_tokens":1.5}`, "max_tokens: must be an integer from 1 to 1000000"},
+		{"max_tokens a string", `{"max_tokens":"5"}`, "max_tokens: must be an integer from 1 to 1000000"},
+		{"max_tokens too large", `{"max_tokens":1000001}`, "max_tokens: must be an integer from 1 to 1000000"},
 		{"no messages", `{"model":"chat","max_tokens":5}`, "messages: required"},
 		{"no message", `{"model":"chat","max_tokens":5,"messages":[]}`, "messages: must hold at least one message with content"},
 		{"messages not an array", `{"messages":{}}`, "messages: must be an array"},
@@ -321,9 +314,10 @@ func TestRefusals(t *testing.T) {
 		{"temperature above 1", `{"temperature":1.5}`, "temperature: must be a number from 0 to 1"},
 		{"temperature a string", `{"temperature":"hot"}`, "temperature: must be a number from 0 to 1"},
 		{"top_p negative", `{"top_p":-0.1}`, "top_p: must be a number from 0 to 1"},
-		{"top_k negative", `{"top_k":-1}`, "top_k: must be an integer from 0 to 2147483647"},
+		{"top_k zero", `{"top_k":0}`, "top_k: must be an integer from 1 to 1000000"},
 		{"a blank stop sequence", `{"stop_sequences":[" "]}`, "stop_sequences[0]: must contain non-whitespace characters"},
 		{"a stop sequence that is no string", `{"stop_sequences":["a",1]}`, "stop_sequences[1]: must be a string"},
+		{"five stop sequences", `{"stop_sequences":["a","b","c","d","e"]}`, "stop_sequences: must hold at most 4 sequences of at most 256 characters"},
 		{"a metadata member", `{"metadata":{"` + marker + `":"x"}}`, "metadata: unknown field"},
 		{"a long user id", `{"metadata":{"user_id":"` + strings.Repeat("x", 257) + `"}}`, "metadata.user_id: must be at most 256 characters"},
 		{"a cache control of another type", block(`{"type":"text","text":"a","cache_control":{"type":"` + marker + `"}}`), "messages[0].content[0].cache_control.type: must be ephemeral"},
