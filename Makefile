@@ -151,6 +151,7 @@ fuzz: ## Fuzz the submission path (POST /v1/executions), the hand-written JSON d
 	go test -run '^$$' -fuzz '^FuzzDecodePlain$$' -fuzztime $(FUZZ_TIME) ./runtime/protocol
 	go test -run '^$$' -fuzz '^FuzzAppendDelta$$' -fuzztime $(FUZZ_TIME) ./runtime/protocol
 	go test -run '^$$' -fuzz '^FuzzParseTokens$$' -fuzztime $(FUZZ_TIME) ./runtime/auth
+	go test -run '^$$' -fuzz '^FuzzMessagesRequest$$' -fuzztime $(FUZZ_TIME) ./runtime/compat/anthropic
 
 .PHONY: bench
 bench: envtest-assets ## Run the benchmarks.
