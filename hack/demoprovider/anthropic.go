@@ -20,7 +20,8 @@ type anthropicRequest struct {
 	Messages  []anthropicMessage `json:"messages"`
 	Stream    bool               `json:"stream"`
 	Tools     []struct {
-		Name string `json:"name"`
+		Name         string          `json:"name"`
+		CacheControl json.RawMessage `json:"cache_control"`
 	} `json:"tools"`
 }
 
@@ -60,6 +61,16 @@ func anthropicText(content json.RawMessage) string {
 		}
 	}
 	return s
+}
+
+// lastUser is the content of the last user message.
+func lastUser(messages []anthropicMessage) json.RawMessage {
+	for i := len(messages) - 1; i >= 0; i-- {
+		if messages[i].Role == "user" {
+			return messages[i].Content
+		}
+	}
+	return nil
 }
 
 // anthropicMessages serves POST /anthropic/v1/messages.
@@ -103,6 +114,15 @@ func (s *server) anthropicMessages(w http.ResponseWriter, r *http.Request) {
 	if a.tool != "" {
 		stop = "tool_use"
 	}
+	if sn.refuse {
+		stop = "refusal"
+	}
+	usage := obj{"input_tokens": a.promptTokens, "output_tokens": a.completionTokens()}
+	deltaUsage := obj{"output_tokens": a.completionTokens()}
+	if marks := anthropicCacheMarks(req); marks > 0 {
+		usage["cache_creation_input_tokens"] = marks
+		deltaUsage["cache_creation_input_tokens"] = marks
+	}
 
 	if !req.Stream {
 		block := obj{"type": "text", "text": a.text()}
@@ -113,7 +133,7 @@ func (s *server) anthropicMessages(w http.ResponseWriter, r *http.Request) {
 			"id": id, "type": "message", "role": "assistant", "model": req.Model,
 			"content":     []obj{block},
 			"stop_reason": stop, "stop_sequence": nil,
-			"usage": obj{"input_tokens": a.promptTokens, "output_tokens": a.completionTokens()},
+			"usage": usage,
 		}, sn, s.pacing(sn), len(a.pieces))
 		return
 	}
@@ -146,7 +166,7 @@ func (s *server) anthropicMessages(w http.ResponseWriter, r *http.Request) {
 		event("content_block_stop", obj{"index": 0}),
 		event("message_delta", obj{
 			"delta": obj{"stop_reason": stop, "stop_sequence": nil},
-			"usage": obj{"output_tokens": a.completionTokens()},
+			"usage": deltaUsage,
 		}),
 		event("message_stop", obj{}),
 	}
@@ -179,6 +199,9 @@ func (s *server) anthropicAnswer(req anthropicRequest) answer {
 		if endsWithToolResult {
 			last = results
 		}
+	}
+	if media := anthropicMedia(lastUser(req.Messages)); media != "" && scenarioFor(req.Model).describe {
+		last = media
 	}
 	var firstTool string
 	if len(req.Tools) > 0 {

@@ -226,12 +226,16 @@ func (s *server) openAIChat(w http.ResponseWriter, r *http.Request) {
 func (s *server) openAIAnswer(req openAIRequest) answer {
 	var prompt []string
 	var last string
+	var lastContent json.RawMessage
 	for _, m := range req.Messages {
 		t := m.text()
 		prompt = append(prompt, t)
 		if m.Role == "user" {
-			last = t
+			last, lastContent = t, m.Content
 		}
+	}
+	if media := openAIMedia(lastContent); media != "" && scenarioFor(req.Model).describe {
+		last = media
 	}
 	final := req.Messages[len(req.Messages)-1]
 	endsWithToolResult := final.Role == "tool"

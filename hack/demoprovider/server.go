@@ -153,6 +153,11 @@ type scenario struct {
 	// throttleInStream opens a Bedrock stream with a throttlingException frame and
 	// nothing else (non-streaming: a 429 ThrottlingException).
 	throttleInStream bool
+	// describe answers with a description of the last user message's media parts
+	// (OpenAI, Anthropic) instead of its text, when it has any.
+	describe bool
+	// refuse ends an Anthropic answer with stop reason refusal.
+	refuse bool
 }
 
 // scenarioFor derives the scripted behaviour from a model name; see README.md.
@@ -164,6 +169,8 @@ func scenarioFor(model string) scenario {
 		truncate:         strings.Contains(m, "truncate"),
 		fail:             strings.Contains(m, "fail"),
 		throttleInStream: strings.Contains(m, "exception-throttling"),
+		describe:         strings.Contains(m, "describe"),
+		refuse:           strings.Contains(m, "refuse"),
 	}
 	switch {
 	case strings.Contains(m, "error-503"):
