@@ -10,6 +10,7 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"github.com/switchboard-dev/switchboard/runtime/compat"
 	"github.com/switchboard-dev/switchboard/runtime/protocol"
@@ -31,14 +32,17 @@ func (Door) Routes(k compat.Kit) []compat.Route {
 }
 
 // Versions are the published values of the anthropic-version header, one of which
-// every request must carry, as Anthropic's API requires. The wire format the door
-// speaks is the same for both.
-var Versions = []string{"2023-06-01", "2023-01-01"}
+// every request must carry, as Anthropic's API requires: 2023-06-01, what SDKs sent
+// until their 2026 majors; 2023-01-01, the first; and 2026-10-21, what the current
+// SDKs send. The door speaks the same Messages wire format under each (spec/compat.md,
+// "Anthropic Messages", lists what the versions change at Anthropic and why the door
+// does not follow).
+var Versions = []string{"2023-06-01", "2023-01-01", "2026-10-21"}
 
 // Fixed errors of the door.
 var (
 	errVersionMissing = protocol.NewError(protocol.CodeInvalidRequest, "anthropic-version: header is required")
-	errVersionUnknown = protocol.NewError(protocol.CodeInvalidRequest, "anthropic-version: must be a published API version (2023-06-01 or 2023-01-01)")
+	errVersionUnknown = protocol.NewError(protocol.CodeInvalidRequest, "anthropic-version: must be a published API version ("+strings.Join(Versions, ", ")+")")
 	errVersionTwice   = protocol.NewError(protocol.CodeInvalidRequest, "anthropic-version: must be sent once")
 	errModelNotFound  = protocol.NewError(protocol.CodeNotFound, "model: no such model, or the caller may not use it")
 	errUnreadable     = errors.New("anthropic: an event of the log cannot be read")

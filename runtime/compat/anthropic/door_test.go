@@ -298,7 +298,7 @@ func TestRefusedBeforeTheEngine(t *testing.T) {
 		message   string
 	}{
 		{"no version", hello(""), []string{"Anthropic-Version", ""}, 400, "invalid_request_error", "invalid_request", "anthropic-version: header is required"},
-		{"an unknown version", hello(""), []string{"Anthropic-Version", marker}, 400, "invalid_request_error", "invalid_request", "anthropic-version: must be a published API version (2023-06-01 or 2023-01-01)"},
+		{"an unknown version", hello(""), []string{"Anthropic-Version", marker}, 400, "invalid_request_error", "invalid_request", "anthropic-version: must be a published API version (2023-06-01, 2023-01-01, 2026-10-21)"},
 		{"an unknown model", `{"model":"` + marker + `","max_tokens":5,"messages":[{"role":"user","content":"Hi"}]}`, nil, 404, "not_found_error", "not_found", "model: no such model, or the caller may not use it"},
 		{"an unknown deployment", `{"model":"ai/` + strings.ToLower(marker) + `","max_tokens":5,"messages":[{"role":"user","content":"Hi"}]}`, nil, 404, "not_found_error", "not_found", "model: no such model, or the caller may not use it"},
 		{"an unknown field", hello(`,"` + marker + `":1`), nil, 400, "invalid_request_error", "invalid_request", "body: unknown field"},
@@ -330,9 +330,11 @@ func TestRefusedBeforeTheEngine(t *testing.T) {
 	b, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	wantError(t, response{resp.StatusCode, resp.Header, string(b)}, 405, "invalid_request_error", "invalid_request")
-	// Both published versions are served alike.
-	if r := e.post(t, hello(""), "Anthropic-Version", "2023-01-01"); r.status != http.StatusOK {
-		t.Errorf("2023-01-01: %d %s", r.status, r.body)
+	// Every published version is served alike.
+	for _, v := range anthropic.Versions {
+		if r := e.post(t, hello(""), "Anthropic-Version", v); r.status != http.StatusOK {
+			t.Errorf("%s: %d %s", v, r.status, r.body)
+		}
 	}
 }
 
