@@ -113,9 +113,11 @@ func (p *projection) apply(ev *protocol.Event, out []byte) ([]byte, error) {
 			p.byOutput[d.Index] = i
 		}
 		out = p.switchTo(out, i)
-		p.blocks[i].text.Write(d.Text)
 		if p.stream {
+			// A stream's text is the client's to accumulate: it is written, not kept.
 			out = p.deltaFrame(out, i, "text_delta", "text", d.Text)
+		} else {
+			p.blocks[i].text.Write(d.Text)
 		}
 	case protocol.EventToolCallStarted:
 		var d protocol.ToolCallStartedData

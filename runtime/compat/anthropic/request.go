@@ -399,14 +399,13 @@ func (d *decoder) toolChoice(n *protocol.Request) error {
 				return err
 			})
 		case "disable_parallel_tool_use":
+			// Accepted and not forwarded: no native option limits how many calls a
+			// model makes at once (the OpenAI door treats parallel_tool_calls alike).
 			return d.member(key, func() error {
 				if null, err := d.null(); null || err != nil {
 					return err
 				}
-				off, err := d.boolean()
-				if err == nil && off {
-					return d.fail("true is not supported by this runtime")
-				}
+				_, err := d.boolean()
 				return err
 			})
 		}

@@ -91,7 +91,7 @@ func TestTranslation(t *testing.T) {
 					{"role":"assistant","content":"Partly"}],
 				"tools":[{"name":"get_weather","description":"The weather","input_schema":{"type":"object","properties":{"city":{"type":"string"}}}},
 					{"type":"custom","name":"get_map","input_schema":{"type":"object"}}],
-				"tool_choice":{"type":"any","disable_parallel_tool_use":false},
+				"tool_choice":{"type":"any","disable_parallel_tool_use":true},
 				"temperature":0.5,"top_p":0.9,"top_k":40,"stop_sequences":["END","\n\nHuman:"],
 				"metadata":{"user_id":"user-42"}}`,
 			want: `{"ability":"chat","input":[
@@ -307,7 +307,7 @@ func TestRefusals(t *testing.T) {
 		{"an unknown tool choice", `{"tool_choice":{"type":"` + marker + `"}}`, "tool_choice.type: must be one of auto, any, tool, none"},
 		{"tool choice tool without name", `{"tool_choice":{"type":"tool"}}`, "tool_choice.name: required"},
 		{"tool choice auto with a name", `{"tool_choice":{"type":"auto","name":"t"}}`, "tool_choice.name: allowed only when type is tool"},
-		{"serial tool use", `{"tool_choice":{"type":"auto","disable_parallel_tool_use":true}}`, "tool_choice.disable_parallel_tool_use: true is not supported by this runtime"},
+		{"serial tool use that is no boolean", `{"tool_choice":{"type":"auto","disable_parallel_tool_use":"yes"}}`, "tool_choice.disable_parallel_tool_use: must be a boolean"},
 		{"any tool without tools", `{"model":"chat","max_tokens":5,"tool_choice":{"type":"any"},"messages":[{"role":"user","content":"Hi"}]}`, "tool_choice: requires tools"},
 		{"a tool choice naming no tool", `{"model":"chat","max_tokens":5,"tools":[{"name":"t","input_schema":{}}],"tool_choice":{"type":"tool","name":"` + marker + `"},"messages":[{"role":"user","content":"Hi"}]}`, "tool_choice.name: must name one of tools"},
 		{"stream not a boolean", `{"stream":"yes"}`, "stream: must be a boolean"},
