@@ -1,0 +1,87 @@
+package anthropic_test
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+// BenchmarkMessagesVersusNative measures one call through the door against the native
+// path it replaces — POST /v1/executions, then its event stream read to the end — in
+// alternating rounds of the same run, over loopback HTTP with an adapter that answers
+// at once. It reports each path's time per call and the door's as a ratio of the native
+// path's: a door call is one exchange where the native path is two.
+func BenchmarkMessagesVersusNative(b *testing.B) {
+	e := newEnv(b, 0)
+	e.setScript(reply("Hel", "lo"))
+	hc := e.srv.Client()
+	do := func(req *http.Request) *http.Response {
+		resp, err := hc.Do(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return resp
+	}
+	native := func() {
+		req, _ := http.NewRequest(http.MethodPost, e.srv.URL+"/v1/executions",
+			strings.NewReader(`{"ability":"chat","input":[{"type":"text","text":"hi"}],"extensions":{"generation.max_output_tokens":64}}`))
+		req.Header.Set("Content-Type", "application/json")
+		resp := do(req)
+		var acc struct{ ID string }
+		if err := json.NewDecoder(resp.Body).Decode(&acc); err != nil {
+			b.Fatal(err)
+		}
+		resp.Body.Close()
+		get, _ := http.NewRequest(http.MethodGet, e.srv.URL+"/v1/executions/"+acc.ID+"/events", nil)
+		drain(b, do(get))
+	}
+	door := func(stream bool) func() {
+		body := `{"model":"chat","max_tokens":64,"messages":[{"role":"user","content":"hi"}]}`
+		if stream {
+			body = `{"model":"chat","max_tokens":64,"stream":true,"messages":[{"role":"user","content":"hi"}]}`
+		}
+		return func() {
+			req, _ := http.NewRequest(http.MethodPost, e.srv.URL+"/v1/messages", strings.NewReader(body))
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Anthropic-Version", "2023-06-01")
+			drain(b, do(req))
+		}
+	}
+	paths := []struct {
+		name string
+		call func()
+		took time.Duration
+	}{{"native", native, 0}, {"door-stream", door(true), 0}, {"door-whole", door(false), 0}}
+	for i := range paths { // warm up connections and pools
+		paths[i].call()
+	}
+	b.ResetTimer()
+	for b.Loop() {
+		for i := range paths {
+			start := time.Now()
+			paths[i].call()
+			paths[i].took += time.Since(start)
+		}
+	}
+	n := float64(b.N)
+	for _, p := range paths {
+		b.ReportMetric(float64(p.took.Microseconds())/n, p.name+"-µs/call")
+	}
+	b.ReportMetric(float64(paths[1].took)/float64(paths[0].took), "stream/native")
+	b.ReportMetric(float64(paths[2].took)/float64(paths[0].took), "whole/native")
+}
+
+// drain reads a response to its end and closes it, failing on a status other than 200.
+func drain(tb testing.TB, resp *http.Response) {
+	tb.Helper()
+	defer resp.Body.Close()
+	if _, err := io.Copy(io.Discard, resp.Body); err != nil {
+		tb.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		tb.Fatalf("status %d", resp.StatusCode)
+	}
+}
