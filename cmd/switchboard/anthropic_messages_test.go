@@ -124,7 +124,7 @@ type messageSummary struct {
 }
 
 func summarizeMessage(m *anthropic.Message) messageSummary {
-	s := messageSummary{Model: string(m.Model), Role: string(m.Role), Type: string(m.Type), StopReason: string(m.StopReason),
+	s := messageSummary{Model: m.Model, Role: string(m.Role), Type: string(m.Type), StopReason: string(m.StopReason),
 		Usage: [4]int64{m.Usage.InputTokens, m.Usage.OutputTokens, m.Usage.CacheReadInputTokens, m.Usage.CacheCreationInputTokens}}
 	for _, b := range m.Content {
 		switch b.Type {

@@ -132,7 +132,7 @@ type summary struct {
 type blockSummary struct{ Type, Text, ID, Name, Input string }
 
 func summarize(m sdk.Message) summary {
-	s := summary{ID: m.ID, Model: string(m.Model), Role: string(m.Role), Type: string(m.Type),
+	s := summary{ID: m.ID, Model: m.Model, Role: string(m.Role), Type: string(m.Type),
 		StopReason: string(m.StopReason), StopSequence: m.StopSequence,
 		Usage: [4]int64{m.Usage.InputTokens, m.Usage.OutputTokens, m.Usage.CacheReadInputTokens, m.Usage.CacheCreationInputTokens}}
 	for _, b := range m.Content {

@@ -33,12 +33,7 @@ var (
 		"thinking", "service_tier", "container", "mcp_servers", "context_management",
 		"output_config", "output_format", "inference_geo", "speed", "diagnostics",
 	}
-	unsupportedText     = []string{"citations"}
-	unsupportedImage    = []string{"transformations"}
-	unsupportedDocument = []string{"context", "citations"}
-	unsupportedToolUse  = []string{"caller", "toolset_name"}
-	unsupportedResult   = []string{"toolset_name"}
-	unsupportedTool     = []string{"strict", "eager_input_streaming", "defer_loading", "allowed_callers", "input_examples"}
+	unsupportedTool = []string{"strict", "eager_input_streaming", "defer_loading", "allowed_callers", "input_examples"}
 )
 
 // request is a decoded Messages request.
