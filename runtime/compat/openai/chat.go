@@ -179,6 +179,12 @@ func (c *chatCall) batch(events []protocol.Event) error {
 			if err := c.chunk(ev); err != nil {
 				return err
 			}
+			if c.enc.full() {
+				c.writeHead()
+				if err := c.out.Write(c.enc.take()); err != nil {
+					return err
+				}
+			}
 		}
 	}
 	if !c.req.stream {

@@ -10,8 +10,12 @@ import (
 // The chat.completion.chunk encoder of streamed Chat Completions (spec/compat.md): frames
 // are appended to one reused buffer, which the stream writes once per batch of events.
 // Consecutive text deltas of a batch share one chunk, as do consecutive argument
-// fragments of one tool call: the frames of a reader that catches up stay few, and a
-// reader that keeps up gets one chunk per delta.
+// fragments of one tool call, up to flushBytes: the frames of a reader that catches up
+// stay few, and a reader that keeps up gets one chunk per delta.
+
+// flushBytes bounds the growth of one chunk and the frames buffered before a write, so
+// that a stream's memory does not grow with a batch of large deltas.
+const flushBytes = 64 << 10
 
 // chunks encodes the frames of one stream.
 type chunks struct {
@@ -19,9 +23,10 @@ type chunks struct {
 	prefix []byte
 	buf    []byte
 	// open is the chunk left open for more of the same: openText, or openArgs for the
-	// tool call at index call.
-	open byte
-	call int
+	// tool call at index call; it starts at start in buf.
+	open  byte
+	call  int
+	start int
 }
 
 const (
@@ -73,8 +78,9 @@ func (c *chunks) role() {
 
 // text appends a text delta.
 func (c *chunks) text(s string) {
-	if c.open != openText {
+	if c.open != openText || len(c.buf)-c.start >= flushBytes {
 		c.close()
+		c.start = len(c.buf)
 		c.buf = append(c.buf, c.prefix...)
 		c.buf = append(c.buf, textOpen...)
 		c.open = openText
@@ -98,8 +104,9 @@ func (c *chunks) toolStart(index int, id, name string) {
 
 // toolArgs appends an arguments fragment of tool call index.
 func (c *chunks) toolArgs(index int, fragment string) {
-	if c.open != openArgs || c.call != index {
+	if c.open != openArgs || c.call != index || len(c.buf)-c.start >= flushBytes {
 		c.close()
+		c.start = len(c.buf)
 		c.buf = append(c.buf, c.prefix...)
 		c.buf = append(c.buf, `{"index":0,"delta":{"tool_calls":[{"index":`...)
 		c.buf = strconv.AppendInt(c.buf, int64(index), 10)
@@ -148,6 +155,9 @@ func (c *chunks) failure(e *protocol.Error) {
 	c.buf = append(c.buf, b...)
 	c.buf = append(c.buf, "\n\n"...)
 }
+
+// full reports whether the frames buffered should be written before more are added.
+func (c *chunks) full() bool { return len(c.buf) >= flushBytes }
 
 // take returns the frames appended since the last take; they stay valid until the next
 // append.

@@ -178,3 +178,32 @@ func TestParseDataURL(t *testing.T) {
 		}
 	}
 }
+
+// A run of large deltas is cut into chunks of bounded size.
+func TestChunksBounded(t *testing.T) {
+	c := newChunks("exe_1", 1, "m")
+	piece := strings.Repeat("a", 10<<10)
+	for range 20 {
+		c.text(piece)
+	}
+	if !c.full() {
+		t.Fatal("20 pieces of 10 KiB do not fill the buffer")
+	}
+	frames := strings.Split(strings.TrimSuffix(string(c.take()), "\n\n"), "\n\n")
+	text := 0
+	for _, f := range frames {
+		if len(f) > flushBytes+len(piece)+256 {
+			t.Errorf("a chunk of %d bytes", len(f))
+		}
+		var v struct {
+			Choices []struct{ Delta struct{ Content string } }
+		}
+		if err := json.Unmarshal([]byte(strings.TrimPrefix(f, "data: ")), &v); err != nil {
+			t.Fatal(err)
+		}
+		text += len(v.Choices[0].Delta.Content)
+	}
+	if len(frames) < 3 || text != 20*len(piece) {
+		t.Errorf("%d frames holding %d bytes of text", len(frames), text)
+	}
+}
