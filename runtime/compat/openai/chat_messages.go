@@ -269,7 +269,7 @@ func (d *chatDecoder) contentPart() (contentPart, error) {
 					// a resolution hint, so each provider's default applies.
 					var ok bool
 					detail, ok, err = w.optStr()
-					if err == nil && ok && detail != "auto" && detail != "low" && detail != "high" {
+					if err == nil && ok && detail != "auto" && detail != "low" && detail != "high" && detail != "original" {
 						err = w.fail(ruleDetail)
 					}
 				default:

@@ -53,7 +53,8 @@ const (
 	ruleNotForRole    = "not allowed in this role's messages"
 	ruleNotForPart    = "not allowed for this content part type"
 	ruleAssistant     = "an assistant message needs content, refusal or tool_calls"
-	ruleDetail        = "must be one of auto, low, high"
+	ruleDetail        = "must be one of auto, low, high, original"
+	ruleObfuscation   = "only false is supported: chunks carry no obfuscation"
 	ruleFunctionType  = "must be function"
 	ruleToolChoice    = "must be none, auto, required or a function object"
 	ruleRespFormat    = "must be one of text, json_object, json_schema"
@@ -173,12 +174,21 @@ func (d *chatDecoder) field(key string) error {
 		return err
 	case "stream_options":
 		ok, err := w.optObject(func(key string) error {
-			if key != "include_usage" {
-				return w.unknown()
+			switch key {
+			case "include_usage":
+				v, _, err := w.optBool()
+				d.req.includeUsage = v
+				return err
+			case "include_obfuscation":
+				// Chunks never carry obfuscation padding: asking for none is what
+				// the door does, asking for it is refused.
+				v, _, err := w.optBool()
+				if err == nil && v {
+					err = w.fail(ruleObfuscation)
+				}
+				return err
 			}
-			v, _, err := w.optBool()
-			d.req.includeUsage = v
-			return err
+			return w.unknown()
 		})
 		d.streamOptions = ok
 		return err

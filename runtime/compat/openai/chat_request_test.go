@@ -121,6 +121,7 @@ func TestDecodeChatOptions(t *testing.T) {
 		{"empty stop", `"stop":[]`, nil, nil},
 		{"max_tokens", `"max_tokens":5`, map[string]string{"generation.max_output_tokens": `5`}, nil},
 		{"tool choice mode", `"tool_choice":"required"`, map[string]string{"generation.tool_choice": `"required"`}, nil},
+		{"no obfuscation", `"stream":true,"stream_options":{"include_obfuscation":false}`, nil, nil},
 		{"nulls", `"temperature":null,"stop":null,"user":null,"metadata":null,"tools":null,"tool_choice":null,"response_format":null,"stream":null,"n":null,"seed":null`, nil, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -229,7 +230,8 @@ func TestDecodeChatRefusals(t *testing.T) {
 		{"stop empty", withField(`"stop":""`), "stop", ruleStop},
 		{"stop type", withField(`"stop":[1]`), "stop[0]", "must be a string"},
 		{"stream_options alone", withField(`"stream_options":{"include_usage":true}`), "stream_options", ruleStreamOptions},
-		{"obfuscation", withField(`"stream":true,"stream_options":{"include_obfuscation":false}`), "stream_options.include_obfuscation", "not supported by this front door"},
+		{"obfuscation", withField(`"stream":true,"stream_options":{"include_obfuscation":true}`), "stream_options.include_obfuscation", ruleObfuscation},
+		{"stream option", withField(`"stream":true,"stream_options":{"` + marker + `":true}`), "stream_options", "unknown field"},
 		{"stream type", withField(`"stream":"yes"`), "stream", "must be a boolean"},
 		{"metadata key", withField(`"metadata":{"` + marker + `":"x"}`), "metadata", ruleMetaKey},
 		{"metadata value", withField(`"metadata":{"a":"` + strings.Repeat("v", 257) + `"}`), "metadata", ruleMetaValue},
