@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -431,4 +432,44 @@ func TestOpenAIChatGenerationOptions(t *testing.T) {
 	if c.Choices[0].Message.Content != "tuned" {
 		t.Errorf("completion %+v", c)
 	}
+}
+
+// TestOpenAIChatNodeSDK runs test/sdk/openai-chat.mjs, the same checks with the official
+// Node SDK (npm openai, pinned in test/sdk), against a runtime like TestOpenAIChatGoSDK's.
+// The SDK comes from `make sdk-deps`; without it the test fails, saying so.
+func TestOpenAIChatNodeSDK(t *testing.T) {
+	runNodeDriver(t, "openai-chat.mjs")
+}
+
+// runNodeDriver runs a Node driver of test/sdk against a new doorEnv, failing with the
+// driver's report.
+func runNodeDriver(t *testing.T, driver string) {
+	t.Helper()
+	dir, err := filepath.Abs("../../test/sdk")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "node_modules", ".package-lock.json")); err != nil {
+		t.Fatalf("the Node SDKs are not installed in %s: run make sdk-deps (%v)", dir, err)
+	}
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Fatalf("node is required to run the SDK driver %s: %v", driver, err)
+	}
+	d := newDoorEnv(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, filepath.Join(dir, driver))
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(),
+		"SWITCHBOARD_URL=http://"+d.api,
+		"SWITCHBOARD_TOKEN_ALICE="+d.alice,
+		"SWITCHBOARD_TOKEN_BOB="+d.bob,
+		"SWITCHBOARD_TOKEN_OUTSIDER="+d.outsider,
+	)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s: %v\n%s", driver, err, out)
+	}
+	t.Logf("%s:\n%s", driver, out)
 }
