@@ -185,7 +185,11 @@ func (d *chatDecoder) addMessage(m *message) error {
 	if role == protocol.RoleUser {
 		partRole = ""
 	}
-	if m.content.text != nil {
+	// An assistant turn of tool calls often says content "" (OpenAI's own answers do):
+	// that is no text, and some providers refuse empty text blocks.
+	noText := role == protocol.RoleAssistant && m.content.text != nil && *m.content.text == "" &&
+		(len(m.toolCalls) > 0 || m.refusal != nil)
+	if m.content.text != nil && !noText {
 		*in = append(*in, protocol.Part{Type: protocol.PartText, Role: partRole, Text: *m.content.text})
 	}
 	for _, cp := range m.content.parts {

@@ -29,7 +29,7 @@ func TestDecodeChatTranslation(t *testing.T) {
 	      {"type": "file", "file": {"file_data": "data:application/pdf;base64,` + png + `", "filename": "a.pdf"}},
 	      {"type": "file", "file": {"filename": "notes.md", "file_data": "` + png + `"}}
 	    ]},
-	    {"content": null, "role": "assistant", "refusal": null, "tool_calls": [
+	    {"content": "", "role": "assistant", "refusal": null, "tool_calls": [
 	      {"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\":\"Paris\"}"}}
 	    ]},
 	    {"role": "tool", "tool_call_id": "call_1", "content": "18 C"},
@@ -255,5 +255,28 @@ func TestDecodeChatRefusals(t *testing.T) {
 				t.Errorf("the refusal echoes the caller: %s", fe.err.Message)
 			}
 		})
+	}
+}
+
+// An assistant's empty content is no text beside its tool calls, and text on its own.
+func TestDecodeChatEmptyAssistantContent(t *testing.T) {
+	for _, tc := range []struct {
+		message string
+		want    []protocol.PartType
+	}{
+		{`{"role":"assistant","content":"","tool_calls":[{"id":"c","type":"function","function":{"name":"f","arguments":"{}"}}]}`, []protocol.PartType{protocol.PartToolCall}},
+		{`{"role":"assistant","content":""}`, []protocol.PartType{protocol.PartText}},
+	} {
+		got, err := decodeChat([]byte(`{"model":"m","messages":[{"role":"user","content":"x"},` + tc.message + `]}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var types []protocol.PartType
+		for _, p := range got.native.Input[1:] {
+			types = append(types, p.Type)
+		}
+		if !cmp.Equal(types, tc.want) {
+			t.Errorf("%s: parts %v, want %v", tc.message, types, tc.want)
+		}
 	}
 }
