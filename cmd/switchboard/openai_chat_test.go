@@ -86,12 +86,10 @@ func newDoorEnv(t *testing.T) *doorEnv {
 	return d
 }
 
-// sdk is an OpenAI client of the door for token, which retries nothing (the tests count
-// executions) unless opts say otherwise.
-func (d *doorEnv) sdk(token string, opts ...option.RequestOption) openai.Client {
-	return openai.NewClient(append([]option.RequestOption{
-		option.WithBaseURL(d.base), option.WithAPIKey(token), option.WithMaxRetries(0),
-	}, opts...)...)
+// sdk is an OpenAI client of the door for token, which retries nothing: the tests count
+// executions.
+func (d *doorEnv) sdk(token string) openai.Client {
+	return openai.NewClient(option.WithBaseURL(d.base), option.WithAPIKey(token), option.WithMaxRetries(0))
 }
 
 // waitEnd waits for execution id to end and returns its status.

@@ -169,20 +169,20 @@ func (d *chatDecoder) field(key string) error {
 	case "tool_choice":
 		return d.toolChoice()
 	case "stream":
-		v, _, err := w.optBool()
+		v, err := w.optBool()
 		d.req.stream = v
 		return err
 	case "stream_options":
 		ok, err := w.optObject(func(key string) error {
 			switch key {
 			case "include_usage":
-				v, _, err := w.optBool()
+				v, err := w.optBool()
 				d.req.includeUsage = v
 				return err
 			case "include_obfuscation":
 				// Chunks never carry obfuscation padding: asking for none is what
 				// the door does, asking for it is refused.
-				v, _, err := w.optBool()
+				v, err := w.optBool()
 				if err == nil && v {
 					err = w.fail(ruleObfuscation)
 				}
@@ -244,7 +244,7 @@ func (d *chatDecoder) field(key string) error {
 	case "parallel_tool_calls":
 		// Accepted and not forwarded (spec/compat.md): no native option says how many
 		// calls a model may make at once, and every provider's default allows several.
-		_, _, err := w.optBool()
+		_, err := w.optBool()
 		return err
 	default:
 		return w.unknown()
@@ -424,7 +424,7 @@ func (d *chatDecoder) responseFormat() error {
 				case "strict":
 					// Accepted: a schema is always enforced as strictly as the
 					// provider can (structured_output).
-					_, _, err := w.optBool()
+					_, err := w.optBool()
 					return err
 				}
 				return w.unknown()
@@ -510,7 +510,7 @@ func (d *chatDecoder) toolList() error {
 					case "strict":
 						// Accepted: the schema is forwarded as given; how strictly a
 						// provider holds arguments to it is the provider's.
-						_, _, err := w.optBool()
+						_, err := w.optBool()
 						return err
 					}
 					return w.unknown()

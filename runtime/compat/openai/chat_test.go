@@ -87,7 +87,7 @@ const hello = `{"model":"chat","messages":[{"role":"user","content":"hi"}]}`
 func TestChatCompletion(t *testing.T) {
 	e := newEnv(t)
 	e.setScript(reply("Hel", "lo"))
-	resp := e.post(t, context.Background(), "/v1/chat/completions", hello)
+	resp := e.post(t, context.Background(), hello)
 	body := readAll(t, resp)
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("status %d: %s", resp.StatusCode, body)
@@ -120,7 +120,7 @@ func TestChatCompletion(t *testing.T) {
 func TestChatCompletionStreamed(t *testing.T) {
 	e := newEnv(t)
 	e.setScript(reply("Hel", "lo", " <world> \"quoted\"\n"))
-	resp := e.post(t, context.Background(), "/v1/chat/completions",
+	resp := e.post(t, context.Background(),
 		`{"model":"chat","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"hi"}]}`)
 	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "text/event-stream" {
 		t.Fatalf("status %d, %q", resp.StatusCode, resp.Header.Get("Content-Type"))
@@ -180,7 +180,7 @@ func TestChatToolCalls(t *testing.T) {
 	tools := `"tools":[{"type":"function","function":{"name":"get_weather","parameters":{"type":"object"}}},{"type":"function","function":{"name":"get_time"}}]`
 
 	t.Run("whole", func(t *testing.T) {
-		body := readAll(t, e.post(t, context.Background(), "/v1/chat/completions",
+		body := readAll(t, e.post(t, context.Background(),
 			`{"model":"chat",`+tools+`,"messages":[{"role":"user","content":"weather?"}]}`))
 		c := decodeCompletion(t, body)
 		m := c.Choices[0].Message
@@ -200,7 +200,7 @@ func TestChatToolCalls(t *testing.T) {
 	})
 
 	t.Run("streamed", func(t *testing.T) {
-		fs := frames(t, e.post(t, context.Background(), "/v1/chat/completions",
+		fs := frames(t, e.post(t, context.Background(),
 			`{"model":"chat","stream":true,`+tools+`,"messages":[{"role":"user","content":"weather?"}]}`))
 		type call struct{ id, name, args string }
 		var calls []call
@@ -240,7 +240,7 @@ func TestChatFallback(t *testing.T) {
 		}
 		return ok(ctx, a, emit)
 	})
-	c := decodeCompletion(t, readAll(t, e.post(t, context.Background(), "/v1/chat/completions", hello)))
+	c := decodeCompletion(t, readAll(t, e.post(t, context.Background(), hello)))
 	if c.Model != "small-model" || *c.Choices[0].Message.Content != "fine" {
 		t.Errorf("completion %+v", c)
 	}
@@ -250,7 +250,7 @@ func TestChatFallback(t *testing.T) {
 
 	t.Run("a pinned deployment has no fallback", func(t *testing.T) {
 		for _, stream := range []bool{false, true} {
-			resp := e.post(t, context.Background(), "/v1/chat/completions",
+			resp := e.post(t, context.Background(),
 				`{"model":"ai/flaky","stream":`+strconv.FormatBool(stream)+`,"messages":[{"role":"user","content":"hi"}]}`)
 			body := readAll(t, resp)
 			if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("X-Should-Retry") != "true" || resp.Header.Get(compat.ExecutionHeader) == "" {
@@ -266,7 +266,7 @@ func TestChatFallback(t *testing.T) {
 
 func TestChatPinnedModel(t *testing.T) {
 	e := newEnv(t, withDeployments(chatModel("small"), chatModel("large")))
-	c := decodeCompletion(t, readAll(t, e.post(t, context.Background(), "/v1/chat/completions",
+	c := decodeCompletion(t, readAll(t, e.post(t, context.Background(),
 		`{"model":"ai/large","messages":[{"role":"user","content":"hi"}]}`)))
 	if c.Model != "large-model" {
 		t.Errorf("model %q", c.Model)
@@ -297,7 +297,7 @@ func TestChatErrors(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			before := e.calls.Load()
-			resp := e.post(t, context.Background(), "/v1/chat/completions", tc.body)
+			resp := e.post(t, context.Background(), tc.body)
 			body := readAll(t, resp)
 			if resp.StatusCode != tc.status {
 				t.Fatalf("status %d: %s", resp.StatusCode, body)
@@ -334,7 +334,7 @@ func TestChatFailureAfterOutput(t *testing.T) {
 	})
 
 	t.Run("streamed: one error frame and no [DONE]", func(t *testing.T) {
-		resp := e.post(t, context.Background(), "/v1/chat/completions", `{"model":"chat","stream":true,"messages":[{"role":"user","content":"hi"}]}`)
+		resp := e.post(t, context.Background(), `{"model":"chat","stream":true,"messages":[{"role":"user","content":"hi"}]}`)
 		if resp.StatusCode != http.StatusOK {
 			t.Fatalf("status %d", resp.StatusCode)
 		}
@@ -353,7 +353,7 @@ func TestChatFailureAfterOutput(t *testing.T) {
 		}
 	})
 	t.Run("whole: the error", func(t *testing.T) {
-		resp := e.post(t, context.Background(), "/v1/chat/completions", hello)
+		resp := e.post(t, context.Background(), hello)
 		body := readAll(t, resp)
 		c := decodeCompletion(t, body)
 		if resp.StatusCode != http.StatusServiceUnavailable || c.Error == nil || c.Error.Switchboard.Retryable || resp.Header.Get("X-Should-Retry") != "false" {
@@ -370,11 +370,11 @@ func TestChatContentFiltered(t *testing.T) {
 		}
 		return engine.Outcome{}, protocol.NewError(protocol.CodeContentFiltered, "the provider refused the content")
 	})
-	c := decodeCompletion(t, readAll(t, e.post(t, context.Background(), "/v1/chat/completions", hello)))
+	c := decodeCompletion(t, readAll(t, e.post(t, context.Background(), hello)))
 	if c.Error != nil || *c.Choices[0].FinishReason != "content_filter" || *c.Choices[0].Message.Content != "I will" {
 		t.Errorf("completion %+v", c)
 	}
-	fs := frames(t, e.post(t, context.Background(), "/v1/chat/completions", `{"model":"chat","stream":true,"messages":[{"role":"user","content":"hi"}]}`))
+	fs := frames(t, e.post(t, context.Background(), `{"model":"chat","stream":true,"messages":[{"role":"user","content":"hi"}]}`))
 	if fs[len(fs)-1] != "[DONE]" || !strings.Contains(fs[len(fs)-2], `"finish_reason":"content_filter"`) {
 		t.Errorf("frames %q", fs)
 	}
@@ -386,7 +386,7 @@ func TestChatStreamHead(t *testing.T) {
 	e := newEnv(t, withKeepAlive(50*time.Millisecond))
 	g := newGate()
 	e.setScript(g.script)
-	resp := e.post(t, context.Background(), "/v1/chat/completions", `{"model":"chat","stream":true,"messages":[{"role":"user","content":"hi"}]}`)
+	resp := e.post(t, context.Background(), `{"model":"chat","stream":true,"messages":[{"role":"user","content":"hi"}]}`)
 	// The head came after the interval, before any output.
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("status %d", resp.StatusCode)
@@ -436,7 +436,7 @@ func TestChatDisconnect(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		resp := make(chan *http.Response, 1)
 		go func() {
-			resp <- e.post(t, ctx, "/v1/chat/completions", stream, "Idempotency-Key", "k-1")
+			resp <- e.post(t, ctx, stream, "Idempotency-Key", "k-1")
 		}()
 		g.send(t, "one ")
 		first := <-resp
@@ -451,7 +451,7 @@ func TestChatDisconnect(t *testing.T) {
 		if st, err := e.client.Get(context.Background(), id); err != nil || st.Status.Terminal() {
 			t.Fatalf("the keyed execution ended when its caller left: %+v %v", st, err)
 		}
-		again := e.post(t, context.Background(), "/v1/chat/completions", stream, "Idempotency-Key", "k-1")
+		again := e.post(t, context.Background(), stream, "Idempotency-Key", "k-1")
 		if got := again.Header.Get(compat.ExecutionHeader); got != id {
 			t.Fatalf("the retry is execution %q, not %q", got, id)
 		}

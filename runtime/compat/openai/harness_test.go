@@ -162,13 +162,6 @@ func reply(texts ...string) script {
 	}
 }
 
-// failWith fails every attempt with e, before any output.
-func failWith(pe *protocol.Error) script {
-	return func(context.Context, engine.Attempt, engine.Emitter) (engine.Outcome, error) {
-		return engine.Outcome{}, pe.Clone()
-	}
-}
-
 // gate is a script driven by the test: each text sent on steps is emitted; closing
 // steps completes the attempt.
 type gate struct {
@@ -206,10 +199,10 @@ func (g *gate) send(t *testing.T, text string) {
 	}
 }
 
-// post sends a JSON body to the door.
-func (e *env) post(t *testing.T, ctx context.Context, path, body string, header ...string) *http.Response {
+// post sends a JSON body to POST /v1/chat/completions.
+func (e *env) post(t *testing.T, ctx context.Context, body string, header ...string) *http.Response {
 	t.Helper()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, e.srv.URL+path, strings.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, e.srv.URL+"/v1/chat/completions", strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -44,10 +44,14 @@ func TestFinishReason(t *testing.T) {
 }
 
 func TestUsage(t *testing.T) {
-	entries := func(units ...any) []protocol.Usage {
+	type unit struct {
+		name string
+		n    float64
+	}
+	entries := func(units ...unit) []protocol.Usage {
 		var out []protocol.Usage
-		for i := 0; i < len(units); i += 2 {
-			out = append(out, protocol.Usage{Unit: units[i].(string), Quantity: units[i+1].(float64), Source: protocol.SourceProvider})
+		for _, u := range units {
+			out = append(out, protocol.Usage{Unit: u.name, Quantity: u.n, Source: protocol.SourceProvider})
 		}
 		return out
 	}
@@ -65,12 +69,12 @@ func TestUsage(t *testing.T) {
 		want   string
 	}{
 		{"none", []protocol.Event{route("openai")}, "null"},
-		{"only runtime units", []protocol.Event{route("openai"), usage(entries("requests", 1.0))}, "null"},
-		{"openai counts cached input in input", []protocol.Event{route("openai"), usage(entries("input_tokens", 10.0, "output_tokens", 4.0, "cache_read_tokens", 6.0, "reasoning_tokens", 2.0))},
+		{"only runtime units", []protocol.Event{route("openai"), usage(entries(unit{"requests", 1.0}))}, "null"},
+		{"openai counts cached input in input", []protocol.Event{route("openai"), usage(entries(unit{"input_tokens", 10.0}, unit{"output_tokens", 4.0}, unit{"cache_read_tokens", 6.0}, unit{"reasoning_tokens", 2.0}))},
 			`{"prompt_tokens":10,"completion_tokens":4,"total_tokens":14,"prompt_tokens_details":{"cached_tokens":6},"completion_tokens_details":{"reasoning_tokens":2}}`},
-		{"anthropic reports it apart", []protocol.Event{route("anthropic"), usage(entries("input_tokens", 10.0, "output_tokens", 4.0, "cache_read_tokens", 6.0, "cache_write_tokens", 3.0))},
+		{"anthropic reports it apart", []protocol.Event{route("anthropic"), usage(entries(unit{"input_tokens", 10.0}, unit{"output_tokens", 4.0}, unit{"cache_read_tokens", 6.0}, unit{"cache_write_tokens", 3.0}))},
 			`{"prompt_tokens":19,"completion_tokens":4,"total_tokens":23,"prompt_tokens_details":{"cached_tokens":6}}`},
-		{"only the served attempt", []protocol.Event{route("openai"), usage(entries("input_tokens", 99.0)), route("gemini"), usage(entries("input_tokens", 5.0)), usage(entries("output_tokens", 1.0))},
+		{"only the served attempt", []protocol.Event{route("openai"), usage(entries(unit{"input_tokens", 99.0})), route("gemini"), usage(entries(unit{"input_tokens", 5.0})), usage(entries(unit{"output_tokens", 1.0}))},
 			`{"prompt_tokens":5,"completion_tokens":1,"total_tokens":6}`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

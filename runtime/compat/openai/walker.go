@@ -221,17 +221,17 @@ func (w *walker) optStr() (s string, ok bool, err error) {
 	return s, true, nil
 }
 
-// optBool reads a boolean or null (ok false).
-func (w *walker) optBool() (v, ok bool, err error) {
+// optBool reads a boolean, or null (false).
+func (w *walker) optBool() (bool, error) {
 	t, err := w.token()
 	if err != nil || t == nil {
-		return false, false, err
+		return false, err
 	}
-	v, ok = t.(bool)
+	v, ok := t.(bool)
 	if !ok {
-		return false, false, w.fail("must be a boolean")
+		return false, w.fail("must be a boolean")
 	}
-	return v, true, nil
+	return v, nil
 }
 
 // optNumber reads a number or null (ok false).
