@@ -200,7 +200,7 @@ func (g *gate) send(t *testing.T, text string) {
 }
 
 // post sends a JSON body to POST /v1/chat/completions.
-func (e *env) post(t *testing.T, ctx context.Context, body string, header ...string) *http.Response {
+func (e *env) post(t testing.TB, ctx context.Context, body string, header ...string) *http.Response {
 	t.Helper()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, e.srv.URL+"/v1/chat/completions", strings.NewReader(body))
 	if err != nil {
