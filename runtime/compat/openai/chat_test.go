@@ -512,3 +512,55 @@ func TestModels(t *testing.T) {
 		t.Errorf("unknown: %d %s", status, body)
 	}
 }
+
+// Callers see the model names of the namespaces they may use, and nothing of the
+// others; a caller allowed in none is refused as such.
+func TestChatAuth(t *testing.T) {
+	own := chatModel("own")
+	own.Ref.Namespace = "team"
+	e := newEnv(t, withDeployments(chatModel("small"), own),
+		withTokens("alice-token,alice,ai;team\ncarol-token,carol,team\noutsider-token,outsider,elsewhere\n"))
+	bearer := func(token string) []string { return []string{"Authorization", "Bearer " + token} }
+
+	resp := e.post(t, context.Background(), hello)
+	body := readAll(t, resp)
+	if c := decodeCompletion(t, body); resp.StatusCode != 401 || c.Error == nil || c.Error.Type != "authentication_error" || resp.Header.Get("WWW-Authenticate") == "" {
+		t.Errorf("no token: %d %s", resp.StatusCode, body)
+	}
+
+	for _, model := range []string{"chat", "ai/small", "gpt-4o"} {
+		resp := e.post(t, context.Background(), `{"model":"`+model+`","messages":[{"role":"user","content":"hi"}]}`, bearer("outsider-token")...)
+		body := readAll(t, resp)
+		if c := decodeCompletion(t, body); resp.StatusCode != 403 || c.Error == nil || c.Error.Type != "permission_error" || c.Error.Code != "permission_denied" {
+			t.Errorf("outsider, %s: %d %s", model, resp.StatusCode, body)
+		}
+	}
+	if status, body := e.getAs(t, "outsider-token", "/v1/models/chat"); status != 403 {
+		t.Errorf("outsider, GET chat: %d %s", status, body)
+	}
+	if status, body := e.getAs(t, "outsider-token", "/v1/models"); status != 200 || body != `{"object":"list","data":[]}` {
+		t.Errorf("outsider's models: %d %s", status, body)
+	}
+
+	// Carol may use team only: ai/small is as unknown to her as a name that names
+	// nothing, and chat is served by team/own.
+	unknown := ""
+	for _, model := range []string{"ai/small", "gpt-4o"} {
+		resp := e.post(t, context.Background(), `{"model":"`+model+`","messages":[{"role":"user","content":"hi"}]}`, bearer("carol-token")...)
+		body := readAll(t, resp)
+		if resp.StatusCode != 404 || (unknown != "" && body != unknown) {
+			t.Errorf("carol, %s: %d %s (unknown: %s)", model, resp.StatusCode, body, unknown)
+		}
+		unknown = body
+	}
+	c := decodeCompletion(t, readAll(t, e.post(t, context.Background(), hello, bearer("carol-token")...)))
+	if c.Model != "own-model" {
+		t.Errorf("carol's chat: %+v", c)
+	}
+	if status, body := e.getAs(t, "carol-token", "/v1/models"); status != 200 || !strings.Contains(body, `"team/own"`) || strings.Contains(body, "ai/small") {
+		t.Errorf("carol's models: %d %s", status, body)
+	}
+	if status, body := e.getAs(t, "alice-token", "/v1/models"); status != 200 || !strings.Contains(body, `"team/own"`) || !strings.Contains(body, `"ai/small"`) {
+		t.Errorf("alice's models: %d %s", status, body)
+	}
+}

@@ -8,12 +8,17 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
+
+	"github.com/switchboard-dev/switchboard/runtime/auth"
 	"github.com/switchboard-dev/switchboard/runtime/client"
 	"github.com/switchboard-dev/switchboard/runtime/compat"
 	"github.com/switchboard-dev/switchboard/runtime/compat/openai"
@@ -52,6 +57,7 @@ type env struct {
 type envConfig struct {
 	deployments []routing.Deployment
 	keepAlive   time.Duration
+	tokens      string // a static tokens file's lines; empty: no authentication
 }
 
 type envOption func(*envConfig)
@@ -61,6 +67,9 @@ func withDeployments(ds ...routing.Deployment) envOption {
 }
 
 func withKeepAlive(d time.Duration) envOption { return func(c *envConfig) { c.keepAlive = d } }
+
+// withTokens authenticates callers with a static tokens file of lines.
+func withTokens(lines string) envOption { return func(c *envConfig) { c.tokens = lines } }
 
 // chatModel is a deployment of the fake provider serving chat, text and tools.
 func chatModel(name string, caps ...protocol.Capability) routing.Deployment {
@@ -89,10 +98,24 @@ func newEnv(t testing.TB, opts ...envOption) *env {
 		Store: e.store, Table: table,
 		Providers: map[string]engine.Provider{"fake": {New: func(*routing.Deployment) (engine.Adapter, error) { return fakeAdapter{e}, nil }}},
 	})
-	e.handler = httpapi.NewServer(httpapi.Config{
+	api := httpapi.Config{
 		Engine: e.engine, Store: e.store, Table: table, SSEKeepAlive: cfg.keepAlive,
 		FrontDoors: []compat.Door{openai.Door{}},
-	})
+	}
+	if cfg.tokens != "" {
+		path := filepath.Join(t.TempDir(), "tokens")
+		if err := os.WriteFile(path, []byte(cfg.tokens), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		watch, stop := context.WithCancel(context.Background())
+		t.Cleanup(stop)
+		a, err := auth.Static(watch, path, logr.Discard())
+		if err != nil {
+			t.Fatal(err)
+		}
+		api.Auth = &a
+	}
+	e.handler = httpapi.NewServer(api)
 	base, cancel := context.WithCancel(context.Background())
 	e.srv = httptest.NewUnstartedServer(e.handler)
 	e.srv.Config.BaseContext = func(net.Listener) context.Context { return base }
@@ -197,6 +220,21 @@ func (g *gate) send(t *testing.T, text string) {
 	case <-time.After(waitTimeout):
 		t.Fatal("the attempt did not take the next step")
 	}
+}
+
+// getAs reads a path of the API with a bearer token.
+func (e *env) getAs(t *testing.T, token, path string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, e.srv.URL+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := e.srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, readAll(t, resp)
 }
 
 // post sends a JSON body to POST /v1/chat/completions.
