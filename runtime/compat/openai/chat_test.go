@@ -564,3 +564,30 @@ func TestChatAuth(t *testing.T) {
 		t.Errorf("alice's models: %d %s", status, body)
 	}
 }
+
+// TestChatGenerationOptions checks that the parameters that tune generation reach the
+// adapter as the provider-neutral generation.* keys. It needs the protocol registry to
+// document those keys (branch i24-gen): until that merges, the native decoder refuses
+// them and this test fails.
+func TestChatGenerationOptions(t *testing.T) {
+	e := newEnv(t, withDeployments(chatModel("small", protocol.CapStructuredOutput)))
+	resp := e.post(t, context.Background(), `{"model":"chat","messages":[{"role":"user","content":"hi"}],
+		"max_tokens":64,"temperature":0.2,"top_p":0.9,"stop":["END"],"seed":7,"tool_choice":"none",
+		"response_format":{"type":"json_schema","json_schema":{"name":"answer","schema":{"type":"object"}}}}`)
+	body := readAll(t, resp)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("status %d: %s", resp.StatusCode, body)
+	}
+	got := map[string]string{}
+	for k, v := range e.lastRequest(t).Extensions {
+		got[k] = string(v)
+	}
+	want := map[string]string{
+		"generation.max_output_tokens": `64`, "generation.temperature": `0.2`, "generation.top_p": `0.9`,
+		"generation.stop": `["END"]`, "generation.seed": `7`, "generation.tool_choice": `"none"`,
+		"generation.response_schema": `{"type":"object"}`, "generation.response_schema_name": `"answer"`,
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("extensions (-want +got):\n%s", diff)
+	}
+}
