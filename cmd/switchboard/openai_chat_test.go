@@ -407,9 +407,8 @@ func TestOpenAIChatGoSDK(t *testing.T) {
 }
 
 // TestOpenAIChatGenerationOptions sends the parameters that tune generation, which the
-// door translates into the provider-neutral generation.* extension keys. It needs the
-// protocol registry to document those keys (branch i24-gen): until that merges, the
-// native decoder refuses them and this test fails.
+// door translates into the provider-neutral generation.* extension keys that the
+// OpenAI-compatible adapter maps back to Chat Completions fields.
 func TestOpenAIChatGenerationOptions(t *testing.T) {
 	d := newDoorEnv(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

@@ -61,7 +61,6 @@ const (
 	ruleNOne          = "only 1 is supported"
 	ruleTemperature   = "must be a number from 0 to 2"
 	ruleTopP          = "must be a number from 0 to 1"
-	ruleTokens        = "must be an integer of at least 1"
 	ruleTokensBoth    = "give max_tokens or max_completion_tokens, not both"
 	ruleSeed          = "must be an integer"
 	ruleStop          = "must be a string or an array of at most 4 strings, each of 1 to 256 characters"
@@ -72,25 +71,13 @@ const (
 	ruleTooManyParts  = "the messages, their content parts and tool calls, and the tools must be at most 256 parts in all"
 )
 
-// The provider-neutral generation extension keys the door translates OpenAI's
-// parameters into (spec/compat.md): every bundled adapter maps each to its provider's
-// field or declines the request, so that routing moves on to a model that can honour it.
-const (
-	genMaxOutputTokens    = "generation.max_output_tokens"
-	genTemperature        = "generation.temperature"
-	genTopP               = "generation.top_p"
-	genStop               = "generation.stop"
-	genSeed               = "generation.seed"
-	genToolChoice         = "generation.tool_choice"
-	genResponseFormat     = "generation.response_format"
-	genResponseSchema     = "generation.response_schema"
-	genResponseSchemaName = "generation.response_schema_name"
-)
+// ruleTokens is the rule of the output caps, whose bound is generation.max_output_tokens'.
+var ruleTokens = "must be an integer from 1 to " + strconv.Itoa(protocol.MaxGenerationTokens)
 
-// maxStop is how many stop sequences OpenAI takes, and maxStopLength how long each may
-// be natively (generation.stop).
+// maxStop is how many stop sequences OpenAI takes, which generation.stop shares, and
+// maxStopLength how long each may be natively.
 const (
-	maxStop       = 4
+	maxStop       = protocol.MaxGenerationStop
 	maxStopLength = 256
 )
 
@@ -197,7 +184,7 @@ func (d *chatDecoder) field(key string) error {
 		if err != nil || !ok {
 			return err
 		}
-		if v, err := strconv.ParseInt(string(n), 10, 64); err != nil || v < 1 {
+		if v, err := strconv.ParseInt(string(n), 10, 64); err != nil || v < 1 || v > protocol.MaxGenerationTokens {
 			return w.fail(ruleTokens)
 		}
 		if key == "max_tokens" {
@@ -206,9 +193,9 @@ func (d *chatDecoder) field(key string) error {
 			d.maxCompletionTokens = n
 		}
 	case "temperature":
-		return d.number(genTemperature, 2, ruleTemperature)
+		return d.number(protocol.GenerationTemperature, 2, ruleTemperature)
 	case "top_p":
-		return d.number(genTopP, 1, ruleTopP)
+		return d.number(protocol.GenerationTopP, 1, ruleTopP)
 	case "seed":
 		n, ok, err := w.optNumber()
 		if err != nil || !ok {
@@ -217,7 +204,7 @@ func (d *chatDecoder) field(key string) error {
 		if _, err := strconv.ParseInt(string(n), 10, 64); err != nil {
 			return w.fail(ruleSeed)
 		}
-		d.extension(genSeed, json.RawMessage(n))
+		d.extension(protocol.GenerationSeed, json.RawMessage(n))
 	case "stop":
 		return d.stop()
 	case "response_format":
@@ -311,7 +298,7 @@ func (d *chatDecoder) stop() error {
 		}
 	}
 	b, _ := json.Marshal(stops) // strings always encode
-	d.extension(genStop, b)
+	d.extension(protocol.GenerationStop, b)
 	return nil
 }
 
@@ -355,7 +342,7 @@ func (d *chatDecoder) toolChoice() error {
 		if s != "none" && s != "auto" && s != "required" {
 			return w.fail(ruleToolChoice)
 		}
-		d.extension(genToolChoice, jsonString(toolChoiceValue(s, "")))
+		d.extension(protocol.GenerationToolChoice, jsonString(toolChoiceValue(s, "")))
 		return nil
 	}
 	var typ, name string
@@ -388,7 +375,7 @@ func (d *chatDecoder) toolChoice() error {
 		defer w.pop()
 		return w.failAt("name", ruleToolName)
 	}
-	d.extension(genToolChoice, jsonString(toolChoiceValue("", name)))
+	d.extension(protocol.GenerationToolChoice, jsonString(toolChoiceValue("", name)))
 	return nil
 }
 
@@ -445,7 +432,7 @@ func (d *chatDecoder) responseFormat() error {
 		if sawSchema {
 			return w.failAt("json_schema", ruleNotForPart)
 		}
-		d.extension(genResponseFormat, jsonString("json"))
+		d.extension(protocol.GenerationResponseFormat, jsonString("json"))
 		d.require(protocol.CapOutputJSON)
 	case "json_schema":
 		w.push("json_schema")
@@ -459,8 +446,8 @@ func (d *chatDecoder) responseFormat() error {
 		if schema == nil {
 			return w.failAt("schema", ruleRequired)
 		}
-		d.extension(genResponseSchema, schema)
-		d.extension(genResponseSchemaName, jsonString(name))
+		d.extension(protocol.GenerationResponseSchema, schema)
+		d.extension(protocol.GenerationResponseSchemaName, jsonString(name))
 		d.require(protocol.CapStructuredOutput)
 	default:
 		return w.failAt("type", ruleRespFormat)
@@ -548,7 +535,7 @@ func (d *chatDecoder) finish() error {
 		return refuse("max_tokens", ruleTokensBoth)
 	}
 	if n := d.maxTokens + d.maxCompletionTokens; n != "" {
-		d.extension(genMaxOutputTokens, json.RawMessage(n))
+		d.extension(protocol.GenerationMaxOutputTokens, json.RawMessage(n))
 	}
 	r.Input = append(r.Input, d.tools...)
 	if len(r.Input) > protocol.MaxInputParts {

@@ -96,10 +96,8 @@ func TestDecodeChatTranslation(t *testing.T) {
 	if diff := cmp.Diff(want, got.native, rawString); diff != "" {
 		t.Errorf("native request (-want +got):\n%s", diff)
 	}
-	// The translation is a request DecodeRequest takes, parts and limits alike (the
-	// generation keys aside, which the protocol registry documents).
+	// The translation is a request DecodeRequest takes, parts, options and limits alike.
 	got.native.Ability = "chat"
-	got.native.Extensions = nil
 	b, err := json.Marshal(&got.native)
 	if err != nil {
 		t.Fatal(err)
@@ -223,6 +221,7 @@ func TestDecodeChatRefusals(t *testing.T) {
 		{"temperature", withField(`"temperature":2.5`), "temperature", ruleTemperature},
 		{"top_p", withField(`"top_p":-1`), "top_p", ruleTopP},
 		{"max_tokens", withField(`"max_tokens":0`), "max_tokens", ruleTokens},
+		{"max_tokens above the native bound", withField(`"max_tokens":1000001`), "max_tokens", ruleTokens},
 		{"max_tokens fraction", withField(`"max_completion_tokens":1.5`), "max_completion_tokens", ruleTokens},
 		{"both caps", withField(`"max_tokens":1,"max_completion_tokens":1`), "max_tokens", ruleTokensBoth},
 		{"seed", withField(`"seed":1.5`), "seed", ruleSeed},

@@ -566,9 +566,7 @@ func TestChatAuth(t *testing.T) {
 }
 
 // TestChatGenerationOptions checks that the parameters that tune generation reach the
-// adapter as the provider-neutral generation.* keys. It needs the protocol registry to
-// document those keys (branch i24-gen): until that merges, the native decoder refuses
-// them and this test fails.
+// adapter as the provider-neutral generation.* keys, through the native decoder.
 func TestChatGenerationOptions(t *testing.T) {
 	e := newEnv(t, withDeployments(chatModel("small", protocol.CapStructuredOutput)))
 	resp := e.post(t, context.Background(), `{"model":"chat","messages":[{"role":"user","content":"hi"}],
