@@ -34,10 +34,12 @@ var chatNames = setOf(
 	"include_usage", "include_obfuscation",
 )
 
-func setOf(names ...string) map[string]bool {
-	m := make(map[string]bool, len(names))
+// setOf is the set of names, each mapped to itself: a walker takes a member's name from
+// it without making a string of its own.
+func setOf(names ...string) map[string]string {
+	m := make(map[string]string, len(names))
 	for _, n := range names {
-		m[n] = true
+		m[n] = n
 	}
 	return m
 }

@@ -279,3 +279,16 @@ func TestDecodeChatEmptyAssistantContent(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkDecodeChat decodes and translates a typical small request.
+func BenchmarkDecodeChat(b *testing.B) {
+	body := []byte(`{"model":"chat","stream":true,"stream_options":{"include_usage":true},"messages":[` +
+		`{"role":"system","content":"You are a helpful assistant."},` +
+		`{"role":"user","content":"Write a haiku about switchboards and the people who run them, please."}]}`)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := decodeChat(body); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/go-json-experiment/json/jsontext"
+
 	"github.com/switchboard-dev/switchboard/runtime/protocol"
 )
 
@@ -61,18 +63,23 @@ type segment struct {
 	index int
 }
 
-// walker reads one JSON document. Numbers are read as json.Number, so that integers keep
-// every digit and ranges are checked on the literal's value.
+// walker reads one JSON document with the tokenizer of encoding/json/v2 (jsontext),
+// which reads strings in place and allocates little, and refuses invalid UTF-8. Tokens
+// are handed out as encoding/json's: json.Delim, string, json.Number (so that integers
+// keep every digit and ranges are checked on the literal's value), bool, and nil for
+// null.
 type walker struct {
-	dec  *json.Decoder
+	dec  *jsontext.Decoder
 	path []segment
-	// names are the member names the schema has (rendered in locations).
-	names map[string]bool
+	// names are the member names the schema has (rendered in locations), each mapped
+	// to itself.
+	names map[string]string
 }
 
-func newWalker(body []byte, names map[string]bool) *walker {
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.UseNumber()
+func newWalker(body []byte, names map[string]string) *walker {
+	// A bytes.Buffer is parsed in place; repeated names are the walker's to refuse,
+	// with a message of its own.
+	dec := jsontext.NewDecoder(bytes.NewBuffer(body), jsontext.AllowDuplicateNames(true))
 	return &walker{dec: dec, path: make([]segment, 0, 8), names: names}
 }
 
@@ -87,7 +94,7 @@ func (w *walker) loc() string {
 			b.WriteByte(']')
 			continue
 		}
-		if !w.names[s.key] {
+		if _, known := w.names[s.key]; !known {
 			break
 		}
 		if b.Len() > 0 {
@@ -114,7 +121,7 @@ func (w *walker) failAt(key, rule string) error {
 // unknown refuses the member the walker is in: a name of OpenAI's schema the door does
 // not take is named (loc renders it), any other is refused at its parent's location.
 func (w *walker) unknown() error {
-	if w.names[w.path[len(w.path)-1].key] {
+	if _, known := w.names[w.path[len(w.path)-1].key]; known {
 		return w.fail("not supported by this front door")
 	}
 	return w.fail("unknown field")
@@ -126,16 +133,54 @@ func (w *walker) pop()            { w.path = w.path[:len(w.path)-1] }
 
 // token reads the next token: a json.Delim, string, json.Number, bool, or nil for null.
 func (w *walker) token() (json.Token, error) {
-	t, err := w.dec.Token()
+	t, err := w.dec.ReadToken()
 	if err != nil {
 		return nil, errNotJSON
 	}
-	return t, nil
+	switch k := t.Kind(); k {
+	case '{', '}', '[', ']':
+		return json.Delim(k), nil
+	case '"':
+		return t.String(), nil
+	case '0':
+		return json.Number(t.String()), nil
+	case 't', 'f':
+		return t.Bool(), nil
+	}
+	return nil, nil // null
+}
+
+// name reads an object member's name: the schema's own string when it is one of its
+// names, so that reading a request's names allocates nothing.
+func (w *walker) name() (string, error) {
+	v, err := w.dec.ReadValue() // a name is a string value; the decoder checks that
+	if err != nil || v.Kind() != '"' {
+		return "", errNotJSON
+	}
+	if bytes.IndexByte(v, '\\') < 0 {
+		inner := v[1 : len(v)-1]
+		if k, ok := w.names[string(inner)]; ok {
+			return k, nil
+		}
+		return string(inner), nil
+	}
+	var s string
+	if err := json.Unmarshal(v, &s); err != nil {
+		return "", errNotJSON
+	}
+	return s, nil
+}
+
+// more reports whether the object or array being read has another member or element.
+// After an error it reports false, and the next token returns the error.
+func (w *walker) more() bool {
+	k := w.dec.PeekKind()
+	return k != '}' && k != ']' && k != jsontext.KindInvalid
 }
 
 // end checks that nothing follows the document.
 func (w *walker) end() error {
-	if _, err := w.dec.Token(); !errors.Is(err, io.EOF) {
+	if _, err := w.dec.ReadToken(); !errors.Is(err, io.EOF) {
 		return errNotJSON
 	}
 	return nil
@@ -151,12 +196,11 @@ func (w *walker) object(tok json.Token, member func(key string) error) error {
 	// Members are few: every name the schema does not take ends the walk, and free-form
 	// objects (metadata) are bounded by their callers.
 	var seen []string
-	for w.dec.More() {
-		t, err := w.token()
+	for w.more() {
+		key, err := w.name()
 		if err != nil {
 			return err
 		}
-		key, _ := t.(string) // the decoder only gives strings here
 		for _, k := range seen {
 			if k == key {
 				return w.fail("repeats a member")
@@ -180,7 +224,7 @@ func (w *walker) array(tok json.Token, elem func(i int) error) error {
 	if d, ok := tok.(json.Delim); !ok || d != '[' {
 		return w.fail("must be an array")
 	}
-	for i := 0; w.dec.More(); i++ {
+	for i := 0; w.more(); i++ {
 		w.pushIndex(i)
 		err := elem(i)
 		w.pop()
@@ -195,56 +239,55 @@ func (w *walker) array(tok json.Token, elem func(i int) error) error {
 // isArray reports whether tok opens an array.
 func isArray(tok json.Token) bool { d, ok := tok.(json.Delim); return ok && d == '[' }
 
+// read reads the next token, which must be of kind (or null, when nullable).
+func (w *walker) read(kind jsontext.Kind, nullable bool, rule string) (t jsontext.Token, null bool, err error) {
+	t, err = w.dec.ReadToken()
+	if err != nil {
+		return t, false, errNotJSON
+	}
+	switch k := t.Kind(); {
+	case k == kind, kind == 't' && k == 'f':
+		return t, false, nil
+	case k == 'n' && nullable:
+		return t, true, nil
+	}
+	return t, false, w.fail(rule)
+}
+
 // str reads a string.
 func (w *walker) str() (string, error) {
-	t, err := w.token()
+	t, _, err := w.read('"', false, "must be a string")
 	if err != nil {
 		return "", err
 	}
-	s, ok := t.(string)
-	if !ok {
-		return "", w.fail("must be a string")
-	}
-	return s, nil
+	return t.String(), nil
 }
 
 // optStr reads a string or null (ok false).
 func (w *walker) optStr() (s string, ok bool, err error) {
-	t, err := w.token()
-	if err != nil || t == nil {
+	t, null, err := w.read('"', true, "must be a string")
+	if err != nil || null {
 		return "", false, err
 	}
-	s, ok = t.(string)
-	if !ok {
-		return "", false, w.fail("must be a string")
-	}
-	return s, true, nil
+	return t.String(), true, nil
 }
 
 // optBool reads a boolean, or null (false).
 func (w *walker) optBool() (bool, error) {
-	t, err := w.token()
-	if err != nil || t == nil {
+	t, null, err := w.read('t', true, "must be a boolean")
+	if err != nil || null {
 		return false, err
 	}
-	v, ok := t.(bool)
-	if !ok {
-		return false, w.fail("must be a boolean")
-	}
-	return v, nil
+	return t.Bool(), nil
 }
 
 // optNumber reads a number or null (ok false).
 func (w *walker) optNumber() (n json.Number, ok bool, err error) {
-	t, err := w.token()
-	if err != nil || t == nil {
+	t, null, err := w.read('0', true, "must be a number")
+	if err != nil || null {
 		return "", false, err
 	}
-	n, ok = t.(json.Number)
-	if !ok {
-		return "", false, w.fail("must be a number")
-	}
-	return n, true, nil
+	return json.Number(t.String()), true, nil
 }
 
 // optObject reads an object with member, or null (false).
@@ -258,15 +301,15 @@ func (w *walker) optObject(member func(key string) error) (bool, error) {
 
 // rawObject reads a JSON object whole (a schema), or null (nil).
 func (w *walker) rawObject() (json.RawMessage, error) {
-	var raw json.RawMessage
-	if err := w.dec.Decode(&raw); err != nil {
+	v, err := w.dec.ReadValue()
+	if err != nil {
 		return nil, errNotJSON
 	}
-	if string(raw) == "null" {
+	switch v.Kind() {
+	case 'n':
 		return nil, nil
+	case '{':
+		return append(json.RawMessage(nil), v...), nil // v is the decoder's until its next read
 	}
-	if raw[0] != '{' {
-		return nil, w.fail("must be an object")
-	}
-	return raw, nil
+	return nil, w.fail("must be an object")
 }
