@@ -2,8 +2,9 @@
 # First run: build and start the demo provider and switchboard in standalone mode
 # (config/samples/standalone, memory EventStore), submit a streamed text execution with
 # fallback, a tool-call execution, the same text on Gemini and on Bedrock, and an
-# asynchronous image job with curl, print their events and results, then stop everything
-# this script started.
+# asynchronous image job with curl, print their events and results; then one call through
+# each compatible front door (OpenAI Chat Completions, OpenAI Responses in background mode,
+# Anthropic Messages), then stop everything this script started.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -73,5 +74,29 @@ echo
 echo "==> a model parameter the deployment does not allow is refused before anything runs:"
 curl -sS -X POST "http://$API/v1/executions" -H 'Content-Type: application/json' \
   -d '{"ability":"text-to-image","input":[{"type":"text","text":"a lighthouse"}],"extensions":{"replicate.input":{"num_inference_steps":50}}}'
+echo
+echo
+echo "==> the compatible front doors (spec/compat.md): what the OpenAI and Anthropic SDKs send, with base_url http://$API/v1"
+echo "--- OpenAI Chat Completions, streamed (model \"chat\": routed with fallback like any execution)"
+curl -fsSN "http://$API/v1/chat/completions" -H 'Content-Type: application/json' \
+  -d '{"model":"chat","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"Hello through the OpenAI front door"}]}'
+echo "--- Anthropic Messages (model \"demo/echo-anthropic\": that deployment only)"
+curl -fsS -D - "http://$API/v1/messages" -H 'Content-Type: application/json' -H 'anthropic-version: 2023-06-01' \
+  -d '{"model":"demo/echo-anthropic","max_tokens":256,"messages":[{"role":"user","content":"Hello through the Anthropic front door"}]}' |
+  sed -e '/^HTTP/p' -e '/^[Ss]witchboard-[Ee]xecution-[Ii]d/p' -e '/^{/p' -n
+echo
+echo "--- OpenAI Responses in background mode on a Gemini deployment, then read back"
+rid=$(curl -fsS "http://$API/v1/responses" -H 'Content-Type: application/json' \
+  -d '{"model":"demo/echo-gemini","background":true,"input":"Hello through the Responses front door"}' |
+  sed -n 's/^{"id":"\(exe_[a-z0-9]*\)".*/\1/p')
+echo "response id (= execution id): $rid"
+for _ in $(seq 50); do
+  out=$(curl -fsS "http://$API/v1/responses/$rid")
+  case "$out" in *'"status":"completed"'*|*'"status":"failed"'*) break ;; esac
+  sleep 0.1
+done
+echo "$out"
+echo "--- the same call as a native execution: GET /v1/executions/$rid"
+curl -fsS "http://$API/v1/executions/$rid"
 echo
 echo "==> done; stopping"

@@ -23,7 +23,7 @@ const overheadModel = "bench-echo"
 // skips it, saying so, when the binary answers the plain 404 of a route it does not
 // have; "on" makes that an error, here and in the tiny mode of go test ./hack/bench/.
 // Set it to "on" once every binary the bench is meant to measure has the front door.
-const frontDoorDefault = "auto"
+const frontDoorDefault = "on"
 
 // executionIDHeader is the header in which a front door answers the execution's id.
 const executionIDHeader = "Switchboard-Execution-Id"

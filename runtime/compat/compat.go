@@ -115,7 +115,9 @@ type Kit interface {
 	// Models lists the model names the caller may use now, sorted by ID.
 	Models(ctx context.Context) ([]Model, error)
 	// Model returns the model name id, or ok=false when the caller may not use it (it
-	// names nothing, or nothing the caller may see).
+	// names nothing, or nothing the caller may see). A caller who may use no namespace
+	// at all gets a permission_denied *protocol.Error instead, whatever the name, as a
+	// native submission does.
 	Model(ctx context.Context, id string) (m Model, ok bool, err error)
 	// Classify returns the HTTP status and portable error that err is answered with, as
 	// the native API answers it; errors that are not portable are logged and become

@@ -248,30 +248,43 @@ func (k kit) Model(ctx context.Context, id string) (compat.Model, bool, error) {
 	var namespaces []string
 	var model compat.Model
 	if ref, ok := routing.ParseRef(id); ok {
-		d, found := t.Get(ref)
-		if !found || len(d.Abilities) == 0 {
-			return compat.Model{}, false, nil
+		if d, found := t.Get(ref); found && len(d.Abilities) > 0 {
+			model, namespaces = deploymentModel(d), []string{d.Ref.Namespace}
 		}
-		model, namespaces = deploymentModel(d), []string{d.Ref.Namespace}
 	} else {
 		for _, d := range t.Deployments() {
 			if slices.Contains(d.Abilities, id) && !slices.Contains(namespaces, d.Ref.Namespace) {
 				namespaces = append(namespaces, d.Ref.Namespace)
 			}
 		}
-		if len(namespaces) == 0 {
-			return compat.Model{}, false, nil
+		if len(namespaces) > 0 {
+			model = compat.Model{ID: id, Ability: id}
 		}
-		model = compat.Model{ID: id, Ability: id}
 	}
 	if s.auth == nil {
-		return model, true, nil
+		return model, len(namespaces) > 0, nil
 	}
-	allowed, err := s.allowedIn(ctx, principal(ctx), namespaces, true)
+	p := principal(ctx)
+	if len(namespaces) > 0 {
+		allowed, err := s.allowedIn(ctx, p, namespaces, true)
+		if err != nil {
+			return compat.Model{}, false, err
+		}
+		if slices.Contains(allowed, true) {
+			return model, true, nil
+		}
+	}
+	// As on POST /v1/executions, a caller who may use no namespace at all is refused
+	// as such (403), whatever the name: the answer then depends on no model the
+	// caller cannot see.
+	anywhere, err := s.allowedIn(ctx, p, append([]string{""}, t.Namespaces()...), true)
 	if err != nil {
 		return compat.Model{}, false, err
 	}
-	return model, slices.Contains(allowed, true), nil
+	if !slices.Contains(anywhere, true) {
+		return compat.Model{}, false, errNoNamespace
+	}
+	return compat.Model{}, false, nil
 }
 
 // deploymentModel is the model name of deployment d, pinned to it.

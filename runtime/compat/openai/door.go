@@ -15,5 +15,7 @@ type Door struct{}
 // Routes returns the endpoints of the door.
 func (Door) Routes(k compat.Kit) []compat.Route {
 	var routes []compat.Route
+	routes = append(routes, chatRoutes(k)...)
+	routes = append(routes, modelRoutes(k)...)
 	return routes
 }

@@ -48,19 +48,34 @@ func errorType(status int, code protocol.Code) string {
 	}
 }
 
-// newErrorBody is e in OpenAI's shape, answered with status.
-func newErrorBody(status int, e *protocol.Error) errorBody {
+// newErrorBody is e in OpenAI's shape, answered with status; param, when not nil, is
+// the request location it refuses.
+func newErrorBody(status int, e *protocol.Error, param *string) errorBody {
 	return errorBody{Error: errorObject{
 		Message:     e.Message,
 		Type:        errorType(status, e.Code),
+		Param:       param,
 		Code:        e.Code,
 		Switchboard: switchboardInfo{Retryable: e.Retryable, RetryAfterMs: e.RetryAfterMs},
 	}}
 }
 
+// statusOf is the HTTP status of a failure of an execution, answered as an error: its
+// code's (spec/http-api.md, "Errors"), 500 for the codes that have none (cancelled,
+// output_too_large).
+func statusOf(e *protocol.Error) int { return e.Code.HTTPStatus() }
+
 // writeError answers e in OpenAI's shape with status (compat.Route.WriteError).
 func writeError(w http.ResponseWriter, status int, e *protocol.Error) {
-	body, err := json.Marshal(newErrorBody(status, e))
+	_, _ = w.Write(errorResponse(w, status, e, nil))
+}
+
+// errorResponse sets the headers and status of answering e with status and returns the
+// body to write. Besides Retry-After, it says x-should-retry: the OpenAI SDKs retry
+// 408, 409, 429 and 5xx answers on their own unless told otherwise, and e says whether
+// resubmitting is safe and sensible.
+func errorResponse(w http.ResponseWriter, status int, e *protocol.Error, param *string) []byte {
+	body, err := json.Marshal(newErrorBody(status, e, param))
 	if err != nil {
 		status, body = http.StatusInternalServerError, []byte(`{"error":{"message":"internal error","type":"server_error","param":null,"code":"internal","switchboard":{"retryable":false}}}`)
 	}
@@ -69,6 +84,11 @@ func writeError(w http.ResponseWriter, status int, e *protocol.Error) {
 	h.Set("Cache-Control", "no-store")
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Content-Length", strconv.Itoa(len(body)))
+	h.Set("X-Should-Retry", strconv.FormatBool(e.Retryable))
+	if e.RetryAfterMs > 0 {
+		// Whole seconds, rounded up so that a client never retries early.
+		h.Set("Retry-After", strconv.FormatInt((e.RetryAfterMs+999)/1000, 10))
+	}
 	w.WriteHeader(status)
-	_, _ = w.Write(body)
+	return body
 }
