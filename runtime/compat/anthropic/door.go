@@ -92,8 +92,7 @@ func (h *handler) messages(w http.ResponseWriter, r *http.Request) error {
 	// The call lasts as long as its execution, past the server's read timeout, which
 	// would otherwise end the request's context; the body has been read.
 	if err := st.Open(); err != nil {
-		h.left(w, r, st, sub, err)
-		return nil
+		h.kit.Logger().V(1).Info("Cannot lift the read deadline of a front-door call", "execution", sub.ID)
 	}
 	if req.stream {
 		h.stream(w, r, st, sub, newProjection(sub.ID, model, true))
@@ -139,31 +138,42 @@ func (h *handler) whole(w http.ResponseWriter, r *http.Request, st *compat.Strea
 		}
 		return nil
 	}, nil)
-	if err != nil {
-		h.left(w, r, st, sub, err)
-		return nil
-	}
-	if p.failure != nil {
+	switch {
+	case err != nil:
+		h.interrupted(w, r, st, sub, p, false, err)
+	case p.failure != nil:
 		h.answerError(w, st, failureStatus(p.failure), p.failure)
-		return nil
+	default:
+		body := p.appendMessage(make([]byte, 0, 512))
+		hd := w.Header()
+		hd.Set("Content-Type", "application/json")
+		hd.Set("Content-Length", strconv.Itoa(len(body)))
+		w.WriteHeader(http.StatusOK)
+		// Through the stream writer: the answer may come long after the server's
+		// write deadline for the request, and it gets a fresh one.
+		_ = st.Write(body) // a failed write means the client is gone; the execution ended anyway
 	}
-	body := p.appendMessage(make([]byte, 0, 512))
-	hd := w.Header()
-	hd.Set("Content-Type", "application/json")
-	hd.Set("Content-Length", strconv.Itoa(len(body)))
-	w.WriteHeader(http.StatusOK)
-	// Through the stream writer: the answer may come long after the server's write
-	// deadline for the request, and it gets a fresh one.
-	_ = st.Write(body) // a failed write means the client is gone; the execution ended anyway
 	return nil
 }
 
 // stream answers the execution as Anthropic's event stream. The head is written with
-// the first frame, which the first output (or the end) produces: a call that fails
+// the first frame, which the first output (or the end) produces, so that a call failing
 // before any output is answered with an HTTP error, which SDKs raise as their typed
-// errors, rather than with a stream that says so.
+// errors; a call that has waited a whole keep-alive interval without output writes its
+// head then and pings, and a failure after that is an error event.
 func (h *handler) stream(w http.ResponseWriter, r *http.Request, st *compat.Stream, sub compat.Submission, p *projection) {
 	head := false
+	writeHead := func() {
+		if head {
+			return
+		}
+		head = true
+		hd := w.Header()
+		hd.Set("Content-Type", "text/event-stream")
+		hd.Set("Cache-Control", "no-store")
+		hd.Set("X-Accel-Buffering", "no") // keep reverse proxies from buffering frames
+		w.WriteHeader(http.StatusOK)
+	}
 	var buf []byte
 	err := h.kit.Follow(r.Context(), sub.ID, 0, func(events []protocol.Event) error {
 		buf = buf[:0]
@@ -173,65 +183,75 @@ func (h *handler) stream(w http.ResponseWriter, r *http.Request, st *compat.Stre
 				return errUnreadable
 			}
 		}
+		if p.failure != nil && head && !p.started {
+			// The head went out for a ping, before any message: the failure is this
+			// stream's only event.
+			buf = appendErrorFrame(buf, failureStatus(p.failure), p.failure)
+		}
 		if len(buf) == 0 {
 			return nil
 		}
-		if !head {
-			head = true
-			hd := w.Header()
-			hd.Set("Content-Type", "text/event-stream")
-			hd.Set("Cache-Control", "no-store")
-			hd.Set("X-Accel-Buffering", "no") // keep reverse proxies from buffering frames
-			w.WriteHeader(http.StatusOK)
-		}
+		writeHead()
 		// One write and flush per batch of events.
 		return st.Write(buf)
 	}, func() error {
-		if !head {
-			return nil
-		}
+		writeHead()
 		return st.Write(pingFrame)
 	})
 	switch {
-	case err != nil && head:
-		// The stream ends before its message did: the client left, a write missed its
-		// deadline, or the store failed. A client still there learns it from an error
-		// event.
-		if r.Context().Err() == nil {
-			status, pe := h.kit.Classify(r, err)
-			_ = st.Write(appendFrame(nil, "error", func(b []byte) []byte { return appendError(b, status, pe) }))
-		}
-		h.cancel(r, sub)
 	case err != nil:
-		h.left(w, r, st, sub, err)
+		h.interrupted(w, r, st, sub, p, head, err)
 	case p.failure != nil && !head:
 		h.answerError(w, st, failureStatus(p.failure), p.failure)
 	}
 }
 
-// left handles a call that ends before its execution did, for err, before its answer
-// began: the execution is cancelled (see cancel), and a client still there gets the
-// error.
-func (h *handler) left(w http.ResponseWriter, r *http.Request, st *compat.Stream, sub compat.Submission, err error) {
-	h.cancel(r, sub)
-	if r.Context().Err() != nil {
-		return // nobody to answer
+// interruption is the error a call ends with when it ends before its execution: this
+// replica ends it (its drain), or the client left or stopped reading. A keyed call can
+// be retried with its key, which re-attaches to the execution.
+func interruption(keyed bool) *protocol.Error {
+	e := protocol.NewError(protocol.CodeProviderUnavailable, "the call ended before its execution; retry with the same Idempotency-Key, or read the execution by its id")
+	e.Retryable = keyed
+	return e
+}
+
+// interrupted ends a call whose Follow failed with err (spec/compat.md, "Client
+// disconnects"). Unless the execution's end was already folded (only writing it
+// failed), the execution is cancelled when the call carried no Idempotency-Key, so that
+// a dropped call stops spending; with a key it keeps running, and a retry with the key
+// re-attaches. A client still there is told: with the interruption, or, for a store
+// failure, its classified error — as an HTTP error, or an error event once the stream's
+// head is out. For a client that left, the write fails harmlessly.
+func (h *handler) interrupted(w http.ResponseWriter, r *http.Request, st *compat.Stream, sub compat.Submission, p *projection, head bool, err error) {
+	if p.terminal {
+		return
 	}
-	status, pe := h.kit.Classify(r, err)
+	if !sub.Keyed {
+		if _, cerr := h.kit.Cancel(r.Context(), sub.ID); cerr != nil {
+			h.kit.Logger().V(1).Info("Cannot cancel the execution of a dropped front-door call", "execution", sub.ID, "reason", cerr.Error())
+		}
+	}
+	pe := interruption(sub.Keyed)
+	status := failureStatus(pe)
+	if r.Context().Err() == nil && !isWriteError(err) {
+		status, pe = h.kit.Classify(r, err)
+	}
+	if head {
+		_ = st.Write(appendErrorFrame(nil, status, pe))
+		return
+	}
 	h.answerError(w, st, status, pe)
 }
 
-// cancel cancels the execution of a call that ends before the execution did, unless
-// the request carried an Idempotency-Key, so that a dropped call stops spending
-// (spec/compat.md, "Client disconnects"); with a key it keeps running, and a retry
-// with the key re-attaches.
-func (h *handler) cancel(r *http.Request, sub compat.Submission) {
-	if sub.Keyed {
-		return
-	}
-	if _, err := h.kit.Cancel(r.Context(), sub.ID); err != nil {
-		h.kit.Logger().Error(err, "Cancel of an abandoned front-door call failed", "execution", sub.ID)
-	}
+// isWriteError reports whether err is the failure of a write to the client.
+func isWriteError(err error) bool {
+	var ne interface{ Timeout() bool }
+	return errors.As(err, &ne) || errors.Is(err, http.ErrHandlerTimeout)
+}
+
+// appendErrorFrame appends the error event that ends a failed stream.
+func appendErrorFrame(out []byte, status int, e *protocol.Error) []byte {
+	return appendFrame(out, "error", func(b []byte) []byte { return appendError(b, status, e) })
 }
 
 // answerError writes e with status as the server's error path does, Retry-After

@@ -39,6 +39,8 @@ type env struct {
 	script  atomic.Pointer[script]
 	mu      sync.Mutex
 	seen    []engine.Attempt // the attempts the adapter ran
+	// drain ends every request's context, as the server's shutdown does.
+	drain context.CancelFunc
 }
 
 type fakeAdapter struct{ e *env }
@@ -82,6 +84,7 @@ func newEnv(t testing.TB, keepAlive time.Duration) *env {
 		FrontDoors: []compat.Door{anthropic.Door{}},
 	})
 	base, cancel := context.WithCancel(context.Background())
+	e.drain = cancel
 	e.srv = httptest.NewUnstartedServer(e.handler)
 	e.srv.Config.BaseContext = func(net.Listener) context.Context { return base }
 	e.srv.Start()
@@ -608,5 +611,65 @@ func TestNonStreamedDisconnect(t *testing.T) {
 			t.Fatal("the execution of a call that left was not cancelled")
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestStreamIdleBeforeOutput: a stream that waited a keep-alive interval without output
+// writes its head and pings; a failure after that is the stream's error event.
+func TestStreamIdleBeforeOutput(t *testing.T) {
+	e := newEnv(t, 50*time.Millisecond)
+	g := gate{steps: make(chan string)}
+	e.setScript(g.script)
+	// Pinned, so that the failure has no deployment to fall back to. The call returns
+	// once the head is out: after the first ping.
+	s := e.stream(t, `{"model":"ai/small","max_tokens":5,"stream":true,"messages":[{"role":"user","content":"Hi"}]}`)
+	if name, _ := s.next(t); name != "ping" {
+		t.Fatalf("first frame %s, want ping", name)
+	}
+	g.steps <- "fail"
+	var names []string
+	var last string
+	for {
+		name, data := s.next(t)
+		if name == "" {
+			break
+		}
+		if name != "ping" {
+			names, last = append(names, name), data
+		}
+	}
+	if strings.Join(names, " ") != "error" || !strings.Contains(last, `"type":"overloaded_error"`) {
+		t.Errorf("frames after the pings: %v %s", names, last)
+	}
+}
+
+// TestDrain: when this replica ends calls (its shutdown), a call still connected is told
+// so — retryable when keyed — and its execution is cancelled unless keyed.
+func TestDrain(t *testing.T) {
+	e := newEnv(t, 0)
+	g := gate{steps: make(chan string)}
+	e.setScript(g.script)
+	done := make(chan response, 1)
+	go func() { done <- e.post(t, hello("")) }()
+	eventually(t, func() bool { return len(e.attempts()) == 1 })
+	e.drain()
+	r := <-done
+	got := wantError(t, r, 503, "overloaded_error", "provider_unavailable")
+	if got.Error.Switchboard.Retryable || r.header.Get("X-Should-Retry") != "false" {
+		t.Errorf("an unkeyed call's interruption: %s", r.body)
+	}
+	if st := e.terminal(t, r.header.Get(compat.ExecutionHeader)); st.Error == nil || st.Error.Code != protocol.CodeCancelled {
+		t.Errorf("status %+v", st)
+	}
+}
+
+func eventually(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(waitTimeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("timed out")
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }

@@ -204,9 +204,7 @@ func (p *projection) apply(ev *protocol.Event, out []byte) ([]byte, error) {
 		}
 		p.failure = d.Error
 		if p.stream && p.started {
-			out = appendFrame(out, "error", func(b []byte) []byte {
-				return appendError(b, failureStatus(d.Error), d.Error)
-			})
+			out = appendErrorFrame(out, failureStatus(d.Error), d.Error)
 		}
 	}
 	return out, nil
