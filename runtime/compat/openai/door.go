@@ -15,5 +15,6 @@ type Door struct{}
 // Routes returns the endpoints of the door.
 func (Door) Routes(k compat.Kit) []compat.Route {
 	var routes []compat.Route
+	routes = append(routes, responsesRoutes(k)...)
 	return routes
 }
