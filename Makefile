@@ -146,11 +146,12 @@ test: verify vet lint envtest-assets helm sdk-deps ## Run every test (unit, envt
 	$(MAKE) --no-print-directory fuzz
 
 .PHONY: fuzz
-fuzz: ## Fuzz the submission path (POST /v1/executions), the hand-written JSON decoding and encoding of events and the tokens-file parser, FUZZ_TIME each.
+fuzz: ## Fuzz the submission path (POST /v1/executions), the hand-written JSON decoding and encoding of events, the tokens-file parser and the front doors' request decoders, FUZZ_TIME each.
 	go test -run '^$$' -fuzz '^FuzzSubmit$$' -fuzztime $(FUZZ_TIME) ./runtime/httpapi
 	go test -run '^$$' -fuzz '^FuzzDecodePlain$$' -fuzztime $(FUZZ_TIME) ./runtime/protocol
 	go test -run '^$$' -fuzz '^FuzzAppendDelta$$' -fuzztime $(FUZZ_TIME) ./runtime/protocol
 	go test -run '^$$' -fuzz '^FuzzParseTokens$$' -fuzztime $(FUZZ_TIME) ./runtime/auth
+	go test -run '^$$' -fuzz '^FuzzResponsesRequest$$' -fuzztime $(FUZZ_TIME) ./runtime/compat/openai
 
 .PHONY: bench
 bench: envtest-assets ## Run the benchmarks.
