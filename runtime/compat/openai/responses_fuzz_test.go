@@ -125,7 +125,6 @@ func nativeMessage(msg string) bool {
 	return false
 }
 
-
 // withoutMetadata is the answer with the metadata of every response it holds removed:
 // the JSON object, or each event of a stream.
 func withoutMetadata(t *testing.T, rec *httptest.ResponseRecorder) string {

@@ -484,16 +484,19 @@ func (d *respDecoder) functionCall(fields map[string]json.RawMessage, parts []pr
 // functionCallOutput translates a function_call_output item, the caller's answer to a
 // call, into a tool_result part.
 func (d *respDecoder) functionCallOutput(fields map[string]json.RawMessage, parts []protocol.Part) ([]protocol.Part, error) {
-	if err := checkFields(fields, "type", "call_id", "output", "id", "status"); err != nil {
+	// The tool's name, which newer SDKs send beside the call id, is the call's already.
+	if err := checkFields(fields, "type", "call_id", "output", "id", "status", "name"); err != nil {
 		return parts, err
 	}
 	callID, err := callIDField(fields)
 	if err != nil {
 		return parts, err
 	}
-	if v, ok := fields["id"]; ok && !isNull(v) {
-		if _, ok := respStringValue(v); !ok {
-			return parts, respInvalid(rpItem, rrUnknown)
+	for _, key := range []string{"id", "name"} {
+		if v, ok := fields[key]; ok && !isNull(v) {
+			if _, ok := respStringValue(v); !ok {
+				return parts, respInvalid(rpItem, rrUnknown)
+			}
 		}
 	}
 	ov, ok := fields["output"]
