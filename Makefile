@@ -141,7 +141,7 @@ FUZZ_TIME ?= 80000x
 test: verify vet lint envtest-assets helm sdk-deps ## Run every test (unit, envtest, end to end, bounded fuzzing) after make verify and lint.
 	go test -race $(GO_TEST_FLAGS) $(RACE_PKGS)
 	go test $(GO_TEST_FLAGS) $(PLAIN_PKGS)
-	go test $(GO_TEST_FLAGS) -run 'Allocations$$|^TestIdleStreamStack$$' ./runtime/httpapi ./runtime/protocol
+	go test $(GO_TEST_FLAGS) -run 'Allocations$$|^TestIdleStreamStack$$' ./runtime/httpapi ./runtime/protocol ./runtime/compat/openai
 	go test -C $(IMAGE_TOOL) $(GO_TEST_FLAGS) ./...
 	$(MAKE) --no-print-directory fuzz
 
