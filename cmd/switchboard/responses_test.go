@@ -21,9 +21,9 @@ import (
 	"github.com/switchboard-dev/switchboard/runtime/protocol"
 )
 
-// OpenAI's Responses API through the built binary (spec/compat-responses.md), with the
-// official Go SDK, github.com/openai/openai-go/v3, as the client and the demo provider
-// behind it: OpenAI-compatible and Anthropic deployments alike.
+// OpenAI's Responses API through the built binary (spec/compat.md, "OpenAI
+// Responses"), with the official Go SDK, github.com/openai/openai-go/v3, as the client
+// and the demo provider behind it: OpenAI-compatible and Anthropic deployments alike.
 
 // openaiClient is the official SDK pointed at e, without its retries so that every
 // error reaches the test as the first answer gave it.

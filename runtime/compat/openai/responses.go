@@ -14,9 +14,9 @@ import (
 	"github.com/switchboard-dev/switchboard/runtime/protocol"
 )
 
-// OpenAI's Responses API (spec/compat-responses.md): each POST /v1/responses is an
-// execution whose id is the response's id, answered at once (background), when it ends,
-// or as a stream of Responses events projected from its log (respProjection). The
+// OpenAI's Responses API (spec/compat.md, "OpenAI Responses"): each POST /v1/responses
+// is an execution whose id is the response's id, answered at once (background), when it
+// ends, or as a stream of Responses events projected from its log (respProjection). The
 // response is read back, streamed again from any sequence number, cancelled and deleted
 // through the execution; nothing is kept beside it.
 
@@ -96,7 +96,8 @@ func (h *responsesDoor) create(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	// Without background, a caller that leaves stops the execution unless it may come
-	// back for it with its Idempotency-Key (spec/compat-responses.md, "Disconnects").
+	// back for it with its Idempotency-Key (spec/compat.md, "OpenAI Responses":
+	// "Disconnects").
 	cancelOnLeave := !req.background && !sub.Keyed
 	view := respView{id: sub.ID, createdAt: sub.CreatedAt, metadata: req.native.Metadata}
 	switch {

@@ -16,7 +16,7 @@ import (
 	"github.com/switchboard-dev/switchboard/runtime/protocol"
 )
 
-// The Response object (spec/compat-responses.md, "Response object"): what POST
+// The Response object (spec/compat.md, "OpenAI Responses": "Response object"): what POST
 // /v1/responses answers, GET /v1/responses/{id} reads, and the lifecycle events of a
 // stream carry. It is built from a respView, which the execution's status and result
 // snapshot give (responseFromStatus) or a stream's projection keeps (respProjection),
@@ -129,7 +129,7 @@ func (v *respView) itemStatus() string {
 // least as recent). Its output has the messages first, in the order of their output
 // parts, then the function calls in their order: a stream numbers items in the order
 // they first appear, which is the same unless text first appears after a call
-// (spec/compat-responses.md, "Differences").
+// (spec/compat.md, "OpenAI Responses": "Differences").
 func responseFromStatus(st eventstore.Status, snap *protocol.Snapshot) *respView {
 	es := engine.StatusOf(st)
 	v := &respView{id: st.ID, createdAt: es.CreatedAt, metadata: es.Metadata, usage: snap.Usage}

@@ -14,13 +14,13 @@ import (
 	"github.com/switchboard-dev/switchboard/runtime/protocol"
 )
 
-// Decoding and translating a Responses request (spec/compat-responses.md, "Request").
-// The door walks the body member by member: every field it knows is mapped onto the
-// native request or refused with a fixed message naming OpenAI's schema location
-// ("input[].content[].image_url"), any other field is refused as unknown, and no message
-// ever holds what the caller sent — no value, no key, no index. The native request it
-// builds then goes through protocol.DecodeRequest in Kit.Submit like any other, so every
-// native limit holds too.
+// Decoding and translating a Responses request (spec/compat.md, "OpenAI Responses":
+// "Request"). The door walks the body member by member: every field it knows is mapped
+// onto the native request or refused with a fixed message naming OpenAI's schema
+// location ("input[].content[].image_url"), any other field is refused as unknown, and
+// no message ever holds what the caller sent — no value, no key, no index. The native
+// request it builds then goes through protocol.DecodeRequest in Kit.Submit like any
+// other, so every native limit holds too.
 
 // respPath is a location in OpenAI's request schema, without indices; respRule is a
 // fixed description of a violated rule. Both come from closed sets built at package
@@ -789,7 +789,7 @@ func (d *respDecoder) tool(v json.RawMessage) (protocol.Part, error) {
 			p.Parameters = compactJSON(val)
 		case "strict":
 			// Strict argument checking has no native counterpart; accepted, not applied
-			// (spec/compat-responses.md).
+			// (spec/compat.md, "OpenAI Responses").
 			if isNull(val) {
 				return nil
 			}

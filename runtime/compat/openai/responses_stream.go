@@ -8,7 +8,7 @@ import (
 )
 
 // respProjection projects an execution's events onto OpenAI's Responses stream
-// (spec/compat-responses.md, "Streaming events").
+// (spec/compat.md, "OpenAI Responses": "Streaming events").
 //
 // It is a pure function of the events, fed in sequence order from the first: each
 // native event maps to zero or more Responses events, numbered from 0 in the order they
