@@ -392,3 +392,60 @@ func TestResponsesWithNodeSDK(t *testing.T) {
 	}
 	t.Logf("node test/sdk/openai-responses.mjs:\n%s", out)
 }
+
+// dbResponses is TestResponsesAcrossReplicas's Redis database: one per test, as the
+// replica tests number theirs (replicas_test.go), from the top so that the two lists
+// never meet.
+const dbResponses = 15
+
+// TestResponsesAcrossReplicas: a response lives in the shared log, not in the replica
+// that took it. Created in the background on replica A, it is polled and resumed on B,
+// cancelled on A while B streams it, and deleted on B, after which neither replica
+// serves it, natively or through the door.
+func TestResponsesAcrossReplicas(t *testing.T) {
+	url := redisURL(t, dbResponses)
+	provider := startDemoProvider(t)
+	dir := manifestsDir(t, provider.addr)
+	a, b := startReplica(t, "A", dir, url), startReplica(t, "B", dir, url)
+	onA, onB := openaiClient(&env{api: a.api}), openaiClient(&env{api: b.api})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+
+	r, err := onA.Responses.New(ctx, responses.ResponseNewParams{Model: "stall", Input: textInput("shared log"),
+		Background: openai.Bool(true)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "the first piece, read on B", func() bool {
+		got, err := onB.Responses.Get(ctx, r.ID, responses.ResponseGetParams{})
+		return err == nil && got.OutputText() != ""
+	})
+	stream := onB.Responses.GetStreaming(ctx, r.ID, responses.ResponseGetParams{StartingAfter: openai.Int(3)})
+	var types []string
+	for stream.Next() {
+		ev := stream.Current()
+		types = append(types, fmt.Sprintf("%d:%s", ev.SequenceNumber, ev.Type))
+		if ev.Type == "response.output_text.delta" {
+			if got, err := onA.Responses.Cancel(ctx, r.ID); err != nil || got.Status != responses.ResponseStatusCancelled {
+				t.Fatalf("Cancel on A: %+v, %v", got, err)
+			}
+		}
+	}
+	if err := stream.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(types, " "); got != "4:response.output_text.delta 5:response.failed" {
+		t.Errorf("B's resumed stream: %s", got)
+	}
+	if err := onB.Responses.Delete(ctx, r.ID); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []openai.Client{onA, onB} {
+		_, err := c.Responses.Get(ctx, r.ID, responses.ResponseGetParams{})
+		apiError(t, err, http.StatusNotFound)
+	}
+	var ce *client.Error
+	if _, err := a.client.Get(ctx, r.ID); !errors.As(err, &ce) || ce.Code() != protocol.CodeNotFound {
+		t.Errorf("native Get on A after the delete on B: %v", err)
+	}
+}

@@ -156,8 +156,9 @@ func (h *responsesDoor) get(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	stream := q.stream || inBody
-	if q.startingAfter >= 0 && !stream {
+	// A HEAD gets the head of the object's answer: a stream's would last until the end.
+	stream := (q.stream || inBody) && r.Method != http.MethodHead
+	if q.startingAfter >= 0 && !stream && r.Method != http.MethodHead {
 		return respInvalid(rpStartingAfter, rrNeedsStream)
 	}
 	st, err := h.kit.Status(r.Context(), id)

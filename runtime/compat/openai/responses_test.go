@@ -174,6 +174,10 @@ func TestStreamAndResume(t *testing.T) {
 	if got := streamOf(t, call(t, k, http.MethodGet, "/v1/responses/"+id+"?stream=true&starting_after=1000", "")); len(got) != 0 {
 		t.Errorf("resume past the end: %v", got)
 	}
+	if rec := call(t, k, http.MethodHead, "/v1/responses/"+id+"?stream=true&starting_after=3", ""); rec.Code != http.StatusOK ||
+		rec.Header().Get("Content-Type") != "application/json" {
+		t.Errorf("HEAD of a stream: %d %s", rec.Code, rec.Header().Get("Content-Type"))
+	}
 }
 
 func TestGetRefusals(t *testing.T) {
