@@ -1,4 +1,4 @@
-// OpenAI's Responses API through Switchboard's front door (spec/compat-responses.md),
+// OpenAI's Responses API through Switchboard's front door (spec/compat.md, "OpenAI Responses"),
 // with the official Node SDK (`openai`, pinned in package.json) as the client.
 // cmd/switchboard's TestResponsesWithNodeSDK starts the binary and the demo provider and
 // runs this file with SWITCHBOARD_BASE_URL set to the runtime's /v1 URL.
