@@ -141,17 +141,18 @@ FUZZ_TIME ?= 80000x
 test: verify vet lint envtest-assets helm sdk-deps ## Run every test (unit, envtest, end to end, bounded fuzzing) after make verify and lint.
 	go test -race $(GO_TEST_FLAGS) $(RACE_PKGS)
 	go test $(GO_TEST_FLAGS) $(PLAIN_PKGS)
-	go test $(GO_TEST_FLAGS) -run 'Allocations$$|^TestIdleStreamStack$$' ./runtime/httpapi ./runtime/protocol
+	go test $(GO_TEST_FLAGS) -run 'Allocations$$|^TestIdleStreamStack$$' ./runtime/httpapi ./runtime/protocol ./runtime/compat/openai
 	go test -C $(IMAGE_TOOL) $(GO_TEST_FLAGS) ./...
 	$(MAKE) --no-print-directory fuzz
 
 .PHONY: fuzz
-fuzz: ## Fuzz the submission path (POST /v1/executions), the hand-written JSON decoding and encoding of events, the tokens-file parser and the Chat Completions front door, FUZZ_TIME each.
+fuzz: ## Fuzz the submission path (POST /v1/executions), the hand-written JSON decoding and encoding of events, the tokens-file parser and the front doors' request decoders, FUZZ_TIME each.
 	go test -run '^$$' -fuzz '^FuzzSubmit$$' -fuzztime $(FUZZ_TIME) ./runtime/httpapi
 	go test -run '^$$' -fuzz '^FuzzDecodePlain$$' -fuzztime $(FUZZ_TIME) ./runtime/protocol
 	go test -run '^$$' -fuzz '^FuzzAppendDelta$$' -fuzztime $(FUZZ_TIME) ./runtime/protocol
 	go test -run '^$$' -fuzz '^FuzzParseTokens$$' -fuzztime $(FUZZ_TIME) ./runtime/auth
 	go test -run '^$$' -fuzz '^FuzzChatCompletionsRequest$$' -fuzztime $(FUZZ_TIME) ./runtime/compat/openai
+	go test -run '^$$' -fuzz '^FuzzResponsesRequest$$' -fuzztime $(FUZZ_TIME) ./runtime/compat/openai
 	go test -run '^$$' -fuzz '^FuzzMessagesRequest$$' -fuzztime $(FUZZ_TIME) ./runtime/compat/anthropic
 
 .PHONY: bench

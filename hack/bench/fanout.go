@@ -99,9 +99,9 @@ func runFanout(ctx context.Context, args []string, stdout, stderr io.Writer) (er
 			fmt.Fprintf(stderr, "bench: fanout to %d subscribers of the %s\n", n, server)
 			var rt *runtimeProc
 			if server == "relay" {
-				rt, err = s.startRelay("relay", upstream, overheadModel)
+				rt, err = s.startRelay("relay", upstream)
 			} else {
-				rt, err = s.startSwitchboard(ctx, fmt.Sprintf("switchboard-fanout-%d", n), upstream, overheadModel, storeFlags...)
+				rt, err = s.startSwitchboard(ctx, fmt.Sprintf("switchboard-fanout-%d", n), upstream, storeFlags...)
 			}
 			if err != nil {
 				return err

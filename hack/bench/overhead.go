@@ -137,15 +137,15 @@ func runOverhead(ctx context.Context, args []string, stdout, stderr io.Writer) (
 	endpoint := "http://" + provider + "/openai/v1"
 	// Every server in a process of its own, so that each is idle during the other
 	// sides' batches and its CPU time and memory are its own.
-	rt, err := s.startSwitchboard(ctx, "switchboard", endpoint, overheadModel)
+	rt, err := s.startSwitchboard(ctx, "switchboard", endpoint)
 	if err != nil {
 		return err
 	}
-	relay, err := s.startRelay("relay", endpoint, overheadModel)
+	relay, err := s.startRelay("relay", endpoint)
 	if err != nil {
 		return err
 	}
-	translate, err := s.startRelay("relay-translate", endpoint, overheadModel)
+	translate, err := s.startRelay("relay-translate", endpoint)
 	if err != nil {
 		return err
 	}
@@ -180,7 +180,7 @@ func runOverhead(ctx context.Context, args []string, stdout, stderr io.Writer) (
 	}
 	var skipped string // why the front door is not measured
 	if *frontDoor != "off" {
-		fd, err := s.startSwitchboard(ctx, "switchboard-frontdoor", endpoint, overheadModel)
+		fd, err := s.startSwitchboard(ctx, "switchboard-frontdoor", endpoint)
 		if err != nil {
 			return err
 		}

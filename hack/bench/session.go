@@ -243,8 +243,9 @@ func (s *session) startDemoProviderAt(addr string, chunks int, delay time.Durati
 }
 
 // startRelay starts the baseline relay (hack/relay) in front of the OpenAI-compatible
-// API at endpoint, asking for model. name names its log.
-func (s *session) startRelay(name, endpoint, model string) (*runtimeProc, error) {
+// API at endpoint, asking for the bench model. name names its log.
+func (s *session) startRelay(name, endpoint string) (*runtimeProc, error) {
+	model := overheadModel
 	p, err := s.start(name, s.relay, "--addr", "127.0.0.1:0", "--upstream", endpoint, "--model", model, "--api-key", benchKey)
 	if err != nil {
 		return nil, err
@@ -281,9 +282,10 @@ type runtimeProc struct {
 }
 
 // startSwitchboard starts switchboard in standalone mode, serving one openai-compatible
-// ModelDeployment of model at endpoint, and waits until it is ready. name names its log;
+// ModelDeployment of the bench model at endpoint, and waits until it is ready. name names its log;
 // args are added to its flags.
-func (s *session) startSwitchboard(ctx context.Context, name, endpoint, model string, args ...string) (*runtimeProc, error) {
+func (s *session) startSwitchboard(ctx context.Context, name, endpoint string, args ...string) (*runtimeProc, error) {
+	model := overheadModel
 	dir := filepath.Join(s.dir, name+"-manifests")
 	if err := os.Mkdir(dir, 0o700); err != nil {
 		return nil, err

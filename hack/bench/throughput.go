@@ -71,14 +71,14 @@ func runThroughput(ctx context.Context, args []string, stdout, stderr io.Writer)
 		var rt *runtimeProc
 		if store == "relay" {
 			fmt.Fprintln(stderr, "bench: throughput of the relay")
-			rt, err = s.startRelay("relay", "http://"+provider+"/openai/v1", overheadModel)
+			rt, err = s.startRelay("relay", "http://"+provider+"/openai/v1")
 		} else {
 			fmt.Fprintf(stderr, "bench: throughput with the %s EventStore\n", store)
 			flags := []string{"--event-store", store}
 			if store == "redis" {
 				flags = append(flags, "--redis-url", *redisURL)
 			}
-			rt, err = s.startSwitchboard(ctx, "switchboard-"+store, "http://"+provider+"/openai/v1", overheadModel, flags...)
+			rt, err = s.startSwitchboard(ctx, "switchboard-"+store, "http://"+provider+"/openai/v1", flags...)
 		}
 		if err != nil {
 			return err

@@ -112,6 +112,11 @@ type Kit interface {
 	// Cancel cancels execution id, when the caller may cancel it. It does not stop when
 	// ctx ends.
 	Cancel(ctx context.Context, id string) (engine.Cancellation, error)
+	// Remove removes execution id from every read, when the caller may cancel it, as
+	// the end of its retention would; a running execution is cancelled first and
+	// removed once it has ended (engine.Engine.Remove). Afterwards every read of it,
+	// native or through a front door, answers not_found.
+	Remove(ctx context.Context, id string) error
 	// Models lists the model names the caller may use now, sorted by ID.
 	Models(ctx context.Context) ([]Model, error)
 	// Model returns the model name id, or ok=false when the caller may not use it (it

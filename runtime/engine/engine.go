@@ -456,6 +456,57 @@ func (e *Engine) Cancel(ctx context.Context, id string) (Cancellation, error) {
 	}
 }
 
+// Remove removes execution id from every read, as the end of its retention would
+// (spec/events.md, "EventStore"). A running execution is cancelled first and removed
+// once its terminal event is recorded, so that no runner writes to an execution that
+// is gone; that takes at most the cleanup grace while its replica runs it, the lease
+// and the grace when its replica died. If it is not terminal within that bound (plus
+// removeSlack), or ctx ends first, nothing is removed and Remove answers conflict,
+// retryable: the execution is still stopping. An unknown or removed execution gives a
+// not_found *protocol.Error.
+func (e *Engine) Remove(ctx context.Context, id string) error {
+	if _, err := e.Cancel(ctx, id); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, e.lease+e.grace+removeSlack)
+	defer cancel()
+	for {
+		st, err := e.store.Get(ctx, id)
+		switch {
+		case errors.Is(err, eventstore.ErrNotFound):
+			return errNotFound()
+		case err != nil && ctx.Err() != nil:
+			return errStillStopping()
+		case err != nil:
+			e.log.Error(err, "Cannot read execution", "execution", id)
+			return errInternal()
+		}
+		if st.Terminal {
+			break
+		}
+		err = e.store.Wait(ctx, id, st.LastSequence)
+		switch {
+		case err == nil, errors.Is(err, eventstore.ErrTerminated):
+		case errors.Is(err, eventstore.ErrNotFound):
+			return errNotFound()
+		case ctx.Err() != nil:
+			return errStillStopping()
+		default:
+			e.log.Error(err, "Cannot wait for execution", "execution", id)
+			return errInternal()
+		}
+	}
+	if err := e.store.Remove(context.WithoutCancel(ctx), id); err != nil {
+		e.log.Error(err, "Cannot remove execution", "execution", id)
+		return errInternal()
+	}
+	return nil
+}
+
+// removeSlack is what Remove waits beyond the lease and the cleanup grace for a
+// cancelled execution to record its terminal event: the writes of the replica ending it.
+const removeSlack = 5 * time.Second
+
 // Shutdown drains the engine (spec/events.md, "Shutdown"): it stops accepting executions
 // (Submit answers provider_unavailable) and sweeping for orphans, and lets the running
 // executions finish until ctx ends. Then it stops the rest: with Config.HandOver each is

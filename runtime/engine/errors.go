@@ -109,3 +109,9 @@ func settle(pe *protocol.Error, output bool) *protocol.Error {
 	}
 	return c
 }
+
+// errStillStopping answers a removal of an execution that did not end in time after
+// its cancel: retrying later finds it terminal.
+func errStillStopping() *protocol.Error {
+	return protocol.NewError(protocol.CodeConflict, "the execution is still stopping; retry later")
+}

@@ -22,7 +22,9 @@ import (
 func TestSeamToTheEngine(t *testing.T) {
 	cfg := reflect.TypeFor[httpapi.Config]()
 	for field, want := range map[string][]string{
-		"Engine": {"Cancel", "Submit"},
+		// Remove is a front door's delete (Kit.Remove): the engine cancels a running
+		// execution, waits for its end and removes it; the API only checks access.
+		"Engine": {"Cancel", "Remove", "Submit"},
 		"Store":  {"Get", "Read", "Snapshot", "Wait"},
 	} {
 		f, _ := cfg.FieldByName(field)

@@ -19,6 +19,9 @@ var (
 	// ErrTerminated: the execution already has its terminal event, so no event may be
 	// appended, no cancel takes effect, and waiting for either is pointless.
 	ErrTerminated = errors.New("eventstore: execution is terminal")
+	// ErrNotTerminal: Remove was given an execution without its terminal event, which a
+	// runner may still be writing; nothing was removed.
+	ErrNotTerminal = errors.New("eventstore: execution is not terminal")
 	// ErrInvalid: an argument is malformed (empty id, type or key, ttl <= 0; see
 	// CheckCreate and the other checks): a bug in the caller, never caused by a
 	// client's request.

@@ -29,6 +29,7 @@ const (
 	OpOrphans
 	OpSetRemote
 	OpSecret
+	OpRemove
 	numOps
 )
 
@@ -37,7 +38,7 @@ var opNames = [numOps]string{
 	OpRead: "read", OpReserve: "reserve", OpRelease: "release",
 	OpRequestCancel: "request_cancel", OpAcquire: "acquire", OpRenew: "renew",
 	OpReleaseLease: "release_lease", OpOrphans: "orphans", OpSetRemote: "set_remote",
-	OpSecret: "secret",
+	OpSecret: "secret", OpRemove: "remove",
 }
 
 // String is the operation's metric label.
@@ -61,7 +62,7 @@ type Timer func(op Op, d time.Duration)
 // Announced is never timed (it never calls the backend), so an Announcer is used as it
 // is.
 
-// InstrumentLog times Create, Append, Get, Snapshot and Read.
+// InstrumentLog times Create, Append, Get, Snapshot, Read and Remove.
 func InstrumentLog(l Log, timer Timer) Log { return timedLog{l, timer} }
 
 // InstrumentReservations times Reserve and Release.
@@ -110,6 +111,11 @@ func (t timedLog) Snapshot(ctx context.Context, id string) (protocol.Snapshot, e
 func (t timedLog) Read(ctx context.Context, id string, after uint64, limit int) ([]protocol.Event, error) {
 	defer since(t.timer, OpRead, time.Now())
 	return t.l.Read(ctx, id, after, limit)
+}
+
+func (t timedLog) Remove(ctx context.Context, id string) error {
+	defer since(t.timer, OpRemove, time.Now())
+	return t.l.Remove(ctx, id)
 }
 
 func (t timedLog) Wait(ctx context.Context, id string, after uint64) error {

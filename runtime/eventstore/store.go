@@ -86,6 +86,17 @@ type Log interface {
 	// writing, so two replicas never both write one execution. A terminal event ends
 	// the lease: the execution leaves the orphan index.
 	Append(ctx context.Context, fence Fence, ev protocol.Event) error
+
+	// Remove removes a terminal execution at once, as the end of its retention would:
+	// its events, status and snapshot, for every handle on the store's data, so that
+	// every later call naming it answers ErrNotFound and its waiters return ErrNotFound.
+	// An execution without its terminal event gives ErrNotTerminal and stays as it is:
+	// its runner may still write it, so it is cancelled and waited for first. Removing
+	// an unknown or removed execution is not an error, so that a retried call whose
+	// answer was lost succeeds again. The idempotency reservation the execution was
+	// created for is left as it is, as at the end of retention: a replay of its key
+	// names the removed execution (spec/events.md, "EventStore").
+	Remove(ctx context.Context, id string) error
 }
 
 // Reader reads what a Log recorded: an execution's status, its result snapshot and its

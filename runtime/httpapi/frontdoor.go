@@ -203,6 +203,13 @@ func (k kit) Cancel(ctx context.Context, id string) (engine.Cancellation, error)
 	return k.s.engine.Cancel(ctx, id)
 }
 
+func (k kit) Remove(ctx context.Context, id string) error {
+	if _, err := k.s.accessible(ctx, id, auth.VerbUpdate); err != nil {
+		return err
+	}
+	return k.s.engine.Remove(ctx, id)
+}
+
 func (k kit) Models(ctx context.Context) ([]compat.Model, error) {
 	s := k.s
 	if s.table == nil {

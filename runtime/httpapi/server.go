@@ -40,11 +40,12 @@ const (
 )
 
 // Engine is what the API asks of the engine (an *engine.Engine): to submit executions,
-// which it names, creates and, for a repeated idempotency key, replays, and to cancel
-// them.
+// which it names, creates and, for a repeated idempotency key, replays, to cancel them,
+// and to remove them (a front door's delete).
 type Engine interface {
 	Submit(ctx context.Context, p engine.Principal, req *protocol.Request, idem engine.Idempotency) (engine.Accepted, bool, error)
 	Cancel(ctx context.Context, id string) (engine.Cancellation, error)
+	Remove(ctx context.Context, id string) error
 }
 
 // Store is what the API reads from the EventStore the engine records into: executions'

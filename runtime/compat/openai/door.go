@@ -17,5 +17,6 @@ func (Door) Routes(k compat.Kit) []compat.Route {
 	var routes []compat.Route
 	routes = append(routes, chatRoutes(k)...)
 	routes = append(routes, modelRoutes(k)...)
+	routes = append(routes, responsesRoutes(k)...)
 	return routes
 }

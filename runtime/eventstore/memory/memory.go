@@ -780,6 +780,31 @@ func (s *Store) indexLease(e *execution) {
 	e.leased = s.leases.set(e.leased, e.rec.ID, e.lease.Expires)
 }
 
+// Remove implements eventstore.Log. The execution leaves the map and is marked removed
+// under both locks, as a sweep removes it; its entry in the expiry queue stays behind
+// and the sweep skips it when it comes due.
+func (s *Store) Remove(_ context.Context, id string) error {
+	if s.isClosed.Load() {
+		return eventstore.ErrClosed
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e := s.execs[id]
+	if e == nil {
+		return nil
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if !e.terminal {
+		return fmt.Errorf("remove %s: %w", id, eventstore.ErrNotTerminal)
+	}
+	delete(s.execs, id)
+	e.removed = true
+	e.notify()
+	e.fire()
+	return nil
+}
+
 // Sweep removes terminal executions whose retention has ended and expired reservations.
 // A background goroutine calls it periodically (see WithSweepInterval); tests call it
 // after moving their clock. Waiters of a removed execution return ErrNotFound.

@@ -421,6 +421,30 @@ redis.call('PUBLISH', ARGV[1], 'cancel')
 return 0
 `)
 
+// removeScript removes a terminal execution: every key it lists in its keys set, its
+// events and its meta hash, as their expiry at the end of retention would. The created
+// key stays: it lasts as long as the execution's idempotency reservation, which outlives
+// a removal as it outlives retention (see Create). Nobody waits on a terminal execution
+// (Wait and WaitCancel answer it at once), so there is no one to wake.
+//
+// KEYS: meta, stream, keys.
+// Returns 0 if removed or unknown (a repeat of a removal finds nothing), -1 if the
+// execution is not terminal.
+var removeScript = goredis.NewScript(`
+local state = redis.call('HMGET', KEYS[1], 'last_sequence', 'terminal')
+if not state[1] then
+  return 0
+end
+if not state[2] then
+  return -1
+end
+for _, k in ipairs(redis.call('SMEMBERS', KEYS[3])) do
+  redis.call('DEL', k)
+end
+redis.call('DEL', KEYS[1], KEYS[2], KEYS[3])
+return 0
+`)
+
 // reserveScript stores a reservation unless one exists, and returns the existing one
 // otherwise: one step, so every caller racing for a key sees the same winner. An expired
 // key counts as absent even before Redis reclaims it.

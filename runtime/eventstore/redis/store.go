@@ -43,7 +43,7 @@
 //
 // # Consistency
 //
-// Create, Append, Snapshot, RequestCancel, Reserve, Release, Acquire, Renew,
+// Create, Append, Remove, Snapshot, RequestCancel, Reserve, Release, Acquire, Renew,
 // ReleaseLease and SetRemote are each one Lua script: check and write (or read) in one
 // atomic step, whichever replica calls. Read is a transaction (MULTI) of EXISTS and
 // XRANGE per page of events, and Snapshot reads a large output with GETRANGE after its
@@ -820,6 +820,23 @@ func (s *Store) RequestCancel(ctx context.Context, id string) error {
 		return notFound(id)
 	case code == -2:
 		return fmt.Errorf("cancel %s: %w", id, eventstore.ErrTerminated)
+	}
+	return nil
+}
+
+// Remove implements eventstore.Log: one script, so that a removal never races the
+// terminal event's expiry settings or a reader's view of half the keys.
+func (s *Store) Remove(ctx context.Context, id string) error {
+	if s.isClosed.Load() {
+		return eventstore.ErrClosed
+	}
+	keys := []string{s.metaKey(id), s.streamKey(id), s.keysKey(id)}
+	code, err := removeScript.Run(ctx, s.client, keys).Int()
+	switch {
+	case err != nil:
+		return s.fail(err, "remove %s", id)
+	case code == -1:
+		return fmt.Errorf("remove %s: %w", id, eventstore.ErrNotTerminal)
 	}
 	return nil
 }

@@ -56,6 +56,7 @@ var logTests = []test[eventstore.Log]{
 	{"TerminalWakesEveryWaiter", testTerminalWakesEveryWaiter},
 	{"WaitHonoursContext", testWaitHonoursContext},
 	{"RetentionRemovesOnlyTerminal", testRetention},
+	{"RemoveOnlyTerminal", testRemove},
 	{"ConcurrentTail", testConcurrentTail},
 	{"CopiesInAndOut", testCopies},
 	{"SnapshotFollowsEvents", testSnapshotFollowsEvents},
@@ -486,6 +487,57 @@ func testRetention(t *testing.T, h Harness[eventstore.Log]) {
 	appendAll(t, h.Store, []protocol.Event{event(running, 4, protocol.EventCompleted)})
 }
 
+// testRemove: Remove ends a terminal execution's retention at once, on every handle,
+// and refuses one that is still running without changing it; removing again, or an
+// execution that never existed, succeeds and changes nothing.
+func testRemove(t *testing.T, h Harness[eventstore.Log]) {
+	ctx := t.Context()
+	done := create(t, h.Store)
+	appendAll(t, h.Store, events(done, 3, true))
+	other := create(t, h.Store)
+	appendAll(t, h.Store, events(other, 2, true))
+	running := create(t, h.Store)
+	appendAll(t, h.Store, events(running, 3, false))
+	idle := create(t, h.Store)
+
+	for _, id := range []string{running, idle} {
+		if err := h.Peer.Remove(ctx, id); !errors.Is(err, eventstore.ErrNotTerminal) {
+			t.Errorf("Remove of an execution without its terminal event: got %v, want ErrNotTerminal", err)
+		}
+	}
+	checkEvents(t, h.Store, running, events(running, 3, false))
+	if st := status(t, h.Store, idle); st.LastSequence != 0 {
+		t.Errorf("refused Remove changed an idle execution: LastSequence %d", st.LastSequence)
+	}
+
+	if err := h.Peer.Remove(ctx, done); err != nil {
+		t.Fatalf("Remove of a terminal execution: %v", err)
+	}
+	checkGone(t, h.Store, done)
+	checkGone(t, h.Peer, done)
+	for i, s := range []eventstore.Log{h.Store, h.Peer} {
+		if err := s.Remove(ctx, done); err != nil {
+			t.Errorf("handle %d: Remove again: %v", i, err)
+		}
+	}
+	if err := h.Store.Remove(ctx, newID(t)); err != nil {
+		t.Errorf("Remove of an unknown execution: %v", err)
+	}
+	// Only the execution named is removed.
+	checkEvents(t, h.Peer, other, events(other, 2, true))
+	checkFold(t, h, other, 2)
+	// A running execution still ends as usual, and can then be removed.
+	appendAll(t, h.Store, []protocol.Event{event(running, 4, protocol.EventFailed)})
+	if err := h.Store.Remove(ctx, running); err != nil {
+		t.Fatalf("Remove once terminal: %v", err)
+	}
+	checkGone(t, h.Peer, running)
+	// Retention passing over a removed execution finds nothing to do.
+	h.Advance(h.Retention + h.Retention/2)
+	checkGone(t, h.Store, done)
+	checkGone(t, h.Store, other)
+}
+
 func testConcurrentTail(t *testing.T, h Harness[eventstore.Log]) {
 	ctx, cancel := context.WithTimeout(t.Context(), 3*timeout)
 	defer cancel()
@@ -635,6 +687,9 @@ func testClose(t *testing.T, h Harness[eventstore.Log]) {
 	}
 	if _, err := h.Store.Create(ctx, record(t), "replica-a", longLease); !errors.Is(err, eventstore.ErrClosed) {
 		t.Errorf("Create after Close: got %v, want ErrClosed", err)
+	}
+	if err := h.Store.Remove(ctx, id); !errors.Is(err, eventstore.ErrClosed) {
+		t.Errorf("Remove after Close: got %v, want ErrClosed", err)
 	}
 	if err := h.Close(); err != nil {
 		t.Errorf("second Close: %v", err)
