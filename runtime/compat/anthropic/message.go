@@ -61,6 +61,9 @@ type usageTotals struct {
 // projection folds one execution's events.
 type projection struct {
 	id, model string
+	// provider is the answering deployment's provider, which says what its input
+	// token count holds.
+	provider string
 	// stream: produce SSE frames.
 	stream bool
 	blocks []*contentBlock
@@ -98,6 +101,7 @@ func (p *projection) apply(ev *protocol.Event, out []byte) ([]byte, error) {
 		if d.Model != "" {
 			p.model = d.Model
 		}
+		p.provider = d.Provider
 		p.usage = usageTotals{} // an attempt's usage is its own; the answering one's counts
 	case protocol.EventOutputDelta:
 		d, err := protocol.DecodeDelta(ev.Data)
@@ -234,7 +238,7 @@ func (p *projection) begin(out []byte) []byte {
 		b = append(b, `{"type":"message_start","message":`...)
 		b = p.appendHead(b)
 		b = append(b, `"content":[],"stop_reason":null,"stop_sequence":null,"stop_details":null,"usage":`...)
-		b = usageTotals{}.appendJSON(b)
+		b = usageTotals{}.appendJSON(b, "")
 		return append(b, "}}"...)
 	})
 }
@@ -285,7 +289,7 @@ func (p *projection) end(out []byte) []byte {
 		b = append(b, `{"type":"message_delta","delta":{"stop_reason":`...)
 		b = protocol.AppendJSONString(b, p.stopReason())
 		b = append(b, `,"stop_sequence":null,"stop_details":null},"usage":`...)
-		b = p.usage.appendJSON(b)
+		b = p.usage.appendJSON(b, p.provider)
 		return append(b, '}')
 	})
 	return appendFrame(out, "message_stop", func(b []byte) []byte {
@@ -376,7 +380,7 @@ func (p *projection) appendMessage(b []byte) []byte {
 	b = append(b, `],"stop_reason":`...)
 	b = protocol.AppendJSONString(b, p.stopReason())
 	b = append(b, `,"stop_sequence":null,"stop_details":null,"usage":`...)
-	b = p.usage.appendJSON(b)
+	b = p.usage.appendJSON(b, p.provider)
 	return append(b, '}')
 }
 
@@ -452,10 +456,19 @@ func (u *usageTotals) add(e protocol.Usage) {
 	}
 }
 
-// appendJSON appends Anthropic's usage object.
-func (u usageTotals) appendJSON(b []byte) []byte {
+// cachedApart are the providers whose input_tokens leave out the cached input they
+// report as cache_read_tokens and cache_write_tokens, as Anthropic's input_tokens do
+// (spec/events.md, "usage.reported"); the others' count it, and the door takes it out.
+var cachedApart = map[string]bool{"anthropic": true, "bedrock": true}
+
+// appendJSON appends Anthropic's usage object for an answer of provider.
+func (u usageTotals) appendJSON(b []byte, provider string) []byte {
+	input := u.input
+	if !cachedApart[provider] {
+		input = max(0, input-u.cacheRead-u.cacheWrite)
+	}
 	b = append(b, `{"input_tokens":`...)
-	b = appendCount(b, u.input)
+	b = appendCount(b, input)
 	b = append(b, `,"cache_creation_input_tokens":`...)
 	b = appendCount(b, u.cacheWrite)
 	b = append(b, `,"cache_read_input_tokens":`...)

@@ -170,6 +170,22 @@ func TestProjection(t *testing.T) {
 				"usage":{"input_tokens":12,"cache_creation_input_tokens":5,"cache_read_input_tokens":4,"output_tokens":3}}`,
 		},
 		{
+			name: "a provider that counts cached input in input_tokens",
+			events: events(flat(
+				func() (protocol.EventType, any) {
+					return protocol.EventRouteSelected, protocol.RouteSelectedData{Attempt: 1, Deployment: "ai/gpt", Provider: "openai", Model: "gpt-x"}
+				},
+				func() (protocol.EventType, any) { return text(0, "Hi") },
+				func() (protocol.EventType, any) {
+					return usage("provider", "input_tokens", 100.0, "cache_read_tokens", 60.0, "output_tokens", 2.0)
+				},
+				func() (protocol.EventType, any) { return completed("stop") },
+			)...),
+			want: `{"id":"exe_1","type":"message","role":"assistant","model":"gpt-x",
+				"content":[{"type":"text","text":"Hi"}],"stop_reason":"end_turn","stop_sequence":null,"stop_details":null,
+				"usage":{"input_tokens":40,"cache_creation_input_tokens":0,"cache_read_input_tokens":60,"output_tokens":2}}`,
+		},
+		{
 			name: "text then tool calls, fallback after a failed attempt",
 			events: events(flat(
 				func() (protocol.EventType, any) { return selected("gpt-x") },
