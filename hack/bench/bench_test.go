@@ -106,8 +106,8 @@ func TestSubcommands(t *testing.T) {
 			`^4 +relay +20 +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]+$`, `^4 +runtime +20 +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]+$`,
 			`^4 +translate +20 +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]+$`, `^4 +other +20 +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]+$`,
 			// each server against the native path and the translating baseline
-			`^1 +runtime +[-+][0-9.]+ +1\.00x +\S+x +[0-9.]+ +\S+$`, `^1 +translate +[-+][0-9.]+ +\S+x +1\.00x +[0-9.]+ +\S+$`,
-			`^4 +relay +[-+][0-9.]+ +\S+x +\S+x +[0-9.]+ +\S+$`, `^4 +other +[-+][0-9.]+ +\S+x +\S+x +[0-9.]+ +\S+$`,
+			`^1 +runtime +[-+][0-9.]+ +(?:1\.00x|n/a) +(?:\S+x|n/a) +[0-9.]+ +\S+$`, `^1 +translate +[-+][0-9.]+ +(?:\S+x|n/a) +(?:1\.00x|n/a) +[0-9.]+ +\S+$`,
+			`^4 +relay +[-+][0-9.]+ +(?:\S+x|n/a) +(?:\S+x|n/a) +[0-9.]+ +\S+$`, `^4 +other +[-+][0-9.]+ +(?:\S+x|n/a) +(?:\S+x|n/a) +[0-9.]+ +\S+$`,
 		},
 	}, {
 		name: "fanout",
@@ -157,7 +157,7 @@ func frontDoorRows(t *testing.T, stdout []byte) []string {
 	return []string{
 		`^1 +frontdoor +20 `, `^1 +frontdoor_added +[-+]`, `^4 +frontdoor +20 `, `^4 +frontdoor_added +[-+]`,
 		`^1 +frontdoor +20 +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]+$`, `^4 +frontdoor +20 +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]+$`,
-		`^1 +frontdoor +[-+][0-9.]+ +\S+x +\S+x +[0-9.]+ +\S+$`,
+		`^1 +frontdoor +[-+][0-9.]+ +(?:\S+x|n/a) +(?:\S+x|n/a) +[0-9.]+ +\S+$`,
 		`^1 +added_vs_runtime \S+ (met|missed|n/a) +added_vs_translate \S+`, `^4 +added_vs_runtime `,
 	}
 }
