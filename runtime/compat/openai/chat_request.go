@@ -448,7 +448,7 @@ func (d *chatDecoder) responseFormat() error {
 		if schema == nil {
 			return w.failAt("schema", ruleRequired)
 		}
-		d.extension(protocol.GenerationResponseSchema, schema)
+		d.extension(protocol.GenerationResponseSchema, upstreamSchema(schema))
 		d.extension(protocol.GenerationResponseSchemaName, jsonString(name))
 		d.require(protocol.CapStructuredOutput)
 	default:

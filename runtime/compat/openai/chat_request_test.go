@@ -292,3 +292,30 @@ func BenchmarkDecodeChat(b *testing.B) {
 		}
 	}
 }
+
+// TestSchemaMetadataDropped: generated schemas name their dialect by URL ("$schema", as
+// zod-to-json-schema writes it), which the native registry refuses as it refuses every
+// URL; the door drops the root's document metadata so that such a schema is accepted.
+func TestSchemaMetadataDropped(t *testing.T) {
+	body := `{"model":"chat","messages":[{"role":"user","content":"hi"}],"response_format":{"type":"json_schema","json_schema":{"name":"a","schema":` +
+		`{"$schema":"http://json-schema.org/draft-07/schema#","$id":"https://example.com/a.json","type":"object","properties":{"x":{"type":"string"}}}}}}`
+	got, err := decodeChat([]byte(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	schema := string(got.native.Extensions[protocol.GenerationResponseSchema])
+	if want := `{"properties":{"x":{"type":"string"}},"type":"object"}`; schema != want {
+		t.Errorf("schema sent on: %s, want %s", schema, want)
+	}
+	got.native.Ability = "chat" // the model's, set when the name is resolved
+	native, err := json.Marshal(&got.native)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := protocol.DecodeRequest(native); err != nil {
+		t.Errorf("the native decoder refused the translated request: %v", err)
+	}
+	if got := upstreamSchema(json.RawMessage(`{"type":"object"}`)); string(got) != `{"type":"object"}` {
+		t.Errorf("a schema without metadata changed: %s", got)
+	}
+}

@@ -1,6 +1,7 @@
 package openai
 
 import (
+	"bytes"
 	"encoding/json"
 	"path"
 	"regexp"
@@ -247,4 +248,30 @@ func toolChoiceValue(mode, function string) string {
 		return "tool:" + function
 	}
 	return mode
+}
+
+// schemaMetadata are the members of a JSON Schema's root that only describe the
+// schema document (its dialect and its own URI). Schema generators put them there
+// (zod-to-json-schema writes "$schema"), providers do not need them, and their URL
+// values would be refused by the extension registry, which lets no URL reach a provider.
+var schemaMetadata = []string{"$schema", "$id"}
+
+// upstreamSchema is schema, a JSON object, without its root's schemaMetadata members.
+// A schema without them, the usual case, is returned as it is.
+func upstreamSchema(schema json.RawMessage) json.RawMessage {
+	if !bytes.Contains(schema, []byte(`"$schema"`)) && !bytes.Contains(schema, []byte(`"$id"`)) {
+		return schema
+	}
+	var members map[string]json.RawMessage
+	if err := json.Unmarshal(schema, &members); err != nil {
+		return schema // not an object: the native decoder refuses it with its location
+	}
+	for _, k := range schemaMetadata {
+		delete(members, k)
+	}
+	out, err := json.Marshal(members)
+	if err != nil {
+		return schema
+	}
+	return out
 }

@@ -832,7 +832,7 @@ func (d *respDecoder) format(v json.RawMessage) error {
 		if schema == nil {
 			return respInvalid(rpFormatSchema, rrRequired)
 		}
-		d.extension(protocol.GenerationResponseSchema, string(schema))
+		d.extension(protocol.GenerationResponseSchema, string(upstreamSchema(schema)))
 		d.extension(protocol.GenerationResponseSchemaName, strconv.Quote(name))
 		d.require(protocol.CapStructuredOutput)
 	case "":
