@@ -143,23 +143,31 @@ func TestSubcommands(t *testing.T) {
 	}
 }
 
-// frontDoorRows are the rows of the front door in the overhead run's output: none when
-// the binary has none and frontDoorDefault let the run skip it, saying so.
+// frontDoorRows are the rows of the front doors in the overhead run's output: none for
+// a door the binary does not have, when frontDoorDefault let the run skip it, saying
+// so.
 func frontDoorRows(t *testing.T, stdout []byte) []string {
 	t.Helper()
-	if regexp.MustCompile(`(?m)^  frontdoor: skipped: `).Match(stdout) {
-		if frontDoorDefault != "auto" {
-			t.Errorf("the front door was skipped with -front-door=%s", frontDoorDefault)
+	var rows []string
+	for _, side := range []string{sideFrontDoor, sideMessages} {
+		if regexp.MustCompile(`(?m)^  ` + side + `: skipped: `).Match(stdout) {
+			if frontDoorDefault != "auto" {
+				t.Errorf("%s was skipped with -front-door=%s", side, frontDoorDefault)
+			}
+			t.Logf("%s was skipped: this switchboard does not serve it", side)
+			continue
 		}
-		t.Log("the front door was skipped: this switchboard has no POST /v1/chat/completions")
-		return nil
+		s := regexp.QuoteMeta(side)
+		target := `(?:\S+x (?:met|missed)|n/a)`
+		rows = append(rows,
+			`^1 +`+s+` +20 `, `^1 +`+s+`_added +[-+]`, `^4 +`+s+` +20 `, `^4 +`+s+`_added +[-+]`,
+			`^1 +`+s+` +20 +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]+$`, `^4 +`+s+` +20 +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]+$`,
+			`^1 +`+s+` +[-+][0-9.]+ +(?:\S+x|n/a) +(?:\S+x|n/a) +[0-9.]+ +\S+$`, `^4 +`+s+` +[-+][0-9.]+ +(?:\S+x|n/a) +(?:\S+x|n/a) +[0-9.]+ +\S+$`,
+			// against the targets
+			`^1 +`+s+` +`+target+` +`+target+` +`+target+`$`, `^4 +`+s+` +`+target+` +`+target+` +`+target+`$`,
+		)
 	}
-	return []string{
-		`^1 +frontdoor +20 `, `^1 +frontdoor_added +[-+]`, `^4 +frontdoor +20 `, `^4 +frontdoor_added +[-+]`,
-		`^1 +frontdoor +20 +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]+$`, `^4 +frontdoor +20 +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]+$`,
-		`^1 +frontdoor +[-+][0-9.]+ +(?:\S+x|n/a) +(?:\S+x|n/a) +[0-9.]+ +\S+$`,
-		`^1 +added_vs_runtime \S+ (met|missed|n/a) +added_vs_translate \S+`, `^4 +added_vs_runtime `,
-	}
+	return rows
 }
 
 func TestNoRoute(t *testing.T) {
@@ -170,6 +178,7 @@ func TestNoRoute(t *testing.T) {
 		{&statusError{status: 404, body: []byte(`{"error":{"code":"not_found","message":"no such resource","retryable":false}}`)}, true},
 		{&statusError{status: 404, body: []byte("404 page not found\n")}, true},
 		{&statusError{status: 404, body: []byte(`{"error":{"message":"The model does not exist.","type":"not_found_error","param":"model","code":"not_found"}}`)}, false},
+		{&statusError{status: 404, body: []byte(`{"type":"error","error":{"type":"not_found_error","message":"The model does not exist."}}`)}, false},
 		{&statusError{status: 400, body: []byte(`{}`)}, false},
 		{errors.New("connection refused"), false},
 	} {
@@ -195,6 +204,7 @@ func TestUsage(t *testing.T) {
 		{"-peer", "127.0.0.1:8080"},
 		{"-peer", "ftp://127.0.0.1/v1"},
 		{"-peer", "http://127.0.0.1:8080/v1", "-peer-name", "runtime"},
+		{"-peer", "http://127.0.0.1:8080/v1", "-peer-name", "frontdoor-messages"},
 		{"-peer", "http://127.0.0.1:8080/v1", "-peer-name", "x_added"},
 		{"-peer", "http://127.0.0.1:8080/v1", "-peer-model", ""},
 		{"-peer", "http://127.0.0.1:8080/v1", "-peer-pid", "-1"},

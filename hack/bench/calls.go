@@ -26,13 +26,14 @@ type callTimes struct {
 	// start is when the POST was sent.
 	start time.Time
 	// accepted is when the response head arrived: the 202 of POST /v1/executions, or
-	// the 200 of a Chat Completions stream.
+	// the 200 of a Chat Completions or Messages stream.
 	accepted time.Duration
 	// firstOutput is when the first text arrived: the first content chunk (Chat
-	// Completions) or the first output.delta event (execution).
+	// Completions), the first text_delta (Messages) or the first output.delta event
+	// (execution).
 	firstOutput time.Duration
-	// end is when the stream ended: data: [DONE] (Chat Completions) or the terminal
-	// event (execution).
+	// end is when the stream ended: data: [DONE] (Chat Completions), message_stop
+	// (Messages) or the terminal event (execution).
 	end time.Duration
 }
 
@@ -240,6 +241,129 @@ func (c *chatClient) call(ctx context.Context, want string) (callTimes, error) {
 	}
 	if !usage {
 		return t, fmt.Errorf("%s: no usage chunk, though include_usage was asked for", c.name)
+	}
+	return t, nil
+}
+
+// messagesClient streams Anthropic Messages calls (POST /v1/messages) from the
+// runtime's Anthropic front door.
+type messagesClient struct {
+	name string // names the side in errors
+	hc   *http.Client
+	url  string
+	body []byte
+}
+
+// anthropicVersion is the anthropic-version header every call sends; the door
+// requires one (spec/compat.md, "Anthropic Messages").
+const anthropicVersion = "2023-06-01"
+
+// newMessagesClient returns a client of the Messages endpoint url asking model for a
+// streamed echo of text.
+func newMessagesClient(name string, hc *http.Client, url, model, text string) (*messagesClient, error) {
+	body, err := json.Marshal(map[string]any{
+		"model":      model,
+		"max_tokens": 256,
+		"stream":     true,
+		"messages":   []map[string]string{{"role": "user", "content": text}},
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &messagesClient{name: name, hc: hc, url: url, body: body}, nil
+}
+
+// messagesEvent is what call reads of one event of a Messages stream.
+type messagesEvent struct {
+	Type  string `json:"type"`
+	Delta struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	} `json:"delta"`
+	Usage *struct {
+		InputTokens  int `json:"input_tokens"`
+		OutputTokens int `json:"output_tokens"`
+	} `json:"usage"`
+}
+
+// call streams one message until message_stop and checks it: the execution id header,
+// every event one of the Messages stream's (an error event fails the call), each
+// event's data of its own type, the text want assembled from the text deltas, and
+// usage in message_delta. accepted is the time to the response head; the first output
+// is the first text_delta.
+func (c *messagesClient) call(ctx context.Context, want string) (callTimes, error) {
+	var t callTimes
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url, bytes.NewReader(c.body))
+	if err != nil {
+		return t, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set("anthropic-version", anthropicVersion)
+	start := time.Now()
+	t.start = start
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return t, fmt.Errorf("%s: %w", c.name, err)
+	}
+	t.accepted = time.Since(start)
+	defer func() {
+		_, _ = io.Copy(io.Discard, resp.Body) // lets the connection be reused
+		resp.Body.Close()
+	}()
+	if resp.StatusCode != http.StatusOK {
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		return t, &statusError{name: c.name, status: resp.StatusCode, body: msg}
+	}
+	if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/event-stream") {
+		return t, fmt.Errorf("%s: Content-Type %q, want text/event-stream", c.name, ct)
+	}
+	if resp.Header.Get(executionIDHeader) == "" {
+		return t, fmt.Errorf("%s: no %s header", c.name, executionIDHeader)
+	}
+	dec := sse.NewDecoder(resp.Body)
+	var text strings.Builder
+	usage := false
+	for t.end == 0 {
+		fr, err := dec.Next()
+		if err != nil {
+			return t, fmt.Errorf("%s: stream ended before message_stop: %w", c.name, err)
+		}
+		switch fr.Type {
+		case "error":
+			return t, fmt.Errorf("%s: the stream failed: %s", c.name, clip(fr.Data))
+		case "message_start", "content_block_start", "content_block_delta", "content_block_stop", "message_delta", "message_stop", "ping":
+		default:
+			return t, fmt.Errorf("%s: an event of type %s, not one of a Messages stream", c.name, clip(fr.Type))
+		}
+		var ev messagesEvent
+		if err := json.Unmarshal([]byte(fr.Data), &ev); err != nil {
+			return t, fmt.Errorf("%s: decode %s: %w", c.name, fr.Type, err)
+		}
+		if ev.Type != fr.Type {
+			return t, fmt.Errorf("%s: event %s carries data of type %s", c.name, fr.Type, clip(ev.Type))
+		}
+		switch fr.Type {
+		case "content_block_delta":
+			if ev.Delta.Type == "text_delta" {
+				if ev.Delta.Text != "" && t.firstOutput == 0 {
+					t.firstOutput = time.Since(start)
+				}
+				text.WriteString(ev.Delta.Text)
+			}
+		case "message_delta":
+			if ev.Usage != nil && ev.Usage.OutputTokens > 0 {
+				usage = true
+			}
+		case "message_stop":
+			t.end = time.Since(start)
+		}
+	}
+	if text.String() != want {
+		return t, fmt.Errorf("%s answered %s, want %s", c.name, clip(text.String()), clip(want))
+	}
+	if !usage {
+		return t, fmt.Errorf("%s: no usage in message_delta", c.name)
 	}
 	return t, nil
 }

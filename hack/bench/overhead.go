@@ -18,11 +18,12 @@ import (
 // behaviour makes the demo provider echo.
 const overheadModel = "bench-echo"
 
-// frontDoorDefault is -front-door's default. "auto" measures the runtime's OpenAI
-// front door (POST /v1/chat/completions, spec/compat.md) when the binary serves it, and
-// skips it, saying so, when the binary answers the plain 404 of a route it does not
-// have; "on" makes that an error, here and in the tiny mode of go test ./hack/bench/.
-// Set it to "on" once every binary the bench is meant to measure has the front door.
+// frontDoorDefault is -front-door's default. "auto" measures each of the runtime's
+// front doors (POST /v1/chat/completions and POST /v1/messages, spec/compat.md) when
+// the binary serves it, and skips it, saying so, when the binary answers the plain 404
+// of a route it does not have; "on" makes that an error, here and in the tiny mode of
+// go test ./hack/bench/. Set it to "on" once every binary the bench is meant to measure
+// has the front doors.
 const frontDoorDefault = "on"
 
 // executionIDHeader is the header in which a front door answers the execution's id.
@@ -35,7 +36,18 @@ const (
 	sideRuntime   = "runtime"
 	sideTranslate = "translate"
 	sideFrontDoor = "frontdoor"
+	sideMessages  = "frontdoor-messages"
 )
+
+// doorSide is one of the runtime's front doors, measured in a switchboard process of
+// its own so that its CPU time is its own.
+type doorSide struct {
+	side, route, process string
+	// client returns the call of a side streaming from the door at url.
+	client func(url string) (func(context.Context, string) (callTimes, error), error)
+	// skipped, when set, is why the door is not measured.
+	skipped string
+}
 
 // overheadSide is one way of making the call: the direct call, or through one server.
 type overheadSide struct {
@@ -72,7 +84,7 @@ func (p *peerFlags) check() error {
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return errors.New("-peer must be an http or https base URL, e.g. http://127.0.0.1:8080/v1")
 	}
-	if !peerName.MatchString(p.name) || slices.Contains([]string{sideDirect, sideRelay, sideRuntime, sideTranslate, sideFrontDoor, "added", "ratio"}, p.name) ||
+	if !peerName.MatchString(p.name) || slices.Contains([]string{sideDirect, sideRelay, sideRuntime, sideTranslate, sideFrontDoor, sideMessages, "added", "ratio"}, p.name) ||
 		strings.HasSuffix(p.name, "_added") {
 		return errors.New("-peer-name must be a lower-case word of up to 20 letters, digits and dashes, not another side's name")
 	}
@@ -104,7 +116,7 @@ func runOverhead(ctx context.Context, args []string, stdout, stderr io.Writer) (
 	batch := fs.Int("batch", 0, "calls per side in one batch (default: max(100, 8 × concurrency))")
 	warmup := fs.Int("warmup", 200, "unmeasured calls per side before each level")
 	chunks := fs.Int("chunks", 10, "text deltas per answer")
-	frontDoor := fs.String("front-door", frontDoorDefault, "the runtime's POST /v1/chat/completions: on, off, or auto (skipped, saying so, when the binary has no such route)")
+	frontDoor := fs.String("front-door", frontDoorDefault, "the runtime's front doors, POST /v1/chat/completions and POST /v1/messages: on, off, or auto (each skipped, saying so, when the binary has no such route)")
 	providerAddr := fs.String("provider-addr", "127.0.0.1:0", "listen address of the demo provider (fixed, so that a -peer can be pointed at it)")
 	var peer peerFlags
 	peer.register(fs)
@@ -178,22 +190,43 @@ func runOverhead(ctx context.Context, args []string, stdout, stderr io.Writer) (
 		{sideRuntime, rt.pid(), func(ctx context.Context) (callTimes, error) { return runtimeCall(ctx, cl, req, text) }},
 		{sideTranslate, translate.pid(), func(ctx context.Context) (callTimes, error) { return tcl.call(ctx, text) }},
 	}
-	var skipped string // why the front door is not measured
-	if *frontDoor != "off" {
-		fd, err := s.startSwitchboard(ctx, "switchboard-frontdoor", endpoint)
+	doors := []*doorSide{{
+		side: sideFrontDoor, route: "/v1/chat/completions", process: "switchboard-frontdoor",
+		client: func(url string) (func(context.Context, string) (callTimes, error), error) {
+			c, err := newChatClient(sideFrontDoor, hc, url, benchAbility, "", text)
+			if err != nil {
+				return nil, err
+			}
+			c.idHeader = executionIDHeader
+			return c.call, nil
+		},
+	}, {
+		side: sideMessages, route: "/v1/messages", process: "switchboard-messages",
+		client: func(url string) (func(context.Context, string) (callTimes, error), error) {
+			c, err := newMessagesClient(sideMessages, hc, url, benchAbility, text)
+			if err != nil {
+				return nil, err
+			}
+			return c.call, nil
+		},
+	}}
+	if *frontDoor == "off" {
+		doors = nil
+	}
+	for _, door := range doors {
+		fd, err := s.startSwitchboard(ctx, door.process, endpoint)
 		if err != nil {
 			return err
 		}
-		fcl, err := newChatClient(sideFrontDoor, hc, "http://"+fd.api+"/v1/chat/completions", benchAbility, "", text)
+		call, err := door.client("http://" + fd.api + door.route)
 		if err != nil {
 			return err
 		}
-		fcl.idHeader = executionIDHeader
-		switch err := probe(ctx, fcl, text); {
+		switch err := probe(ctx, call, text); {
 		case err == nil:
-			sides = append(sides, overheadSide{sideFrontDoor, fd.pid(), func(ctx context.Context) (callTimes, error) { return fcl.call(ctx, text) }})
+			sides = append(sides, overheadSide{door.side, fd.pid(), func(ctx context.Context) (callTimes, error) { return call(ctx, text) }})
 		case *frontDoor == "auto" && noRoute(err):
-			skipped = "POST /v1/chat/completions answered 404 with no OpenAI error: this binary has no front door"
+			door.skipped = "POST " + door.route + " answered 404 with no error of the door's shape: this binary has no such front door"
 			if err := fd.stop(); err != nil {
 				return err
 			}
@@ -206,7 +239,7 @@ func runOverhead(ctx context.Context, args []string, stdout, stderr io.Writer) (
 		if err != nil {
 			return err
 		}
-		if err := probe(ctx, pcl, text); err != nil {
+		if err := probe(ctx, pcl.call, text); err != nil {
 			return fmt.Errorf("peer (is it pointed at the demo provider, %s, with the key %q?): %w", endpoint, benchKey, err)
 		}
 		sides = append(sides, overheadSide{peer.name, peer.pid, func(ctx context.Context) (callTimes, error) { return pcl.call(ctx, text) }})
@@ -222,10 +255,15 @@ func runOverhead(ctx context.Context, args []string, stdout, stderr io.Writer) (
 	fmt.Fprintln(stdout, "  relay:     the baseline (hack/relay): POST /v1/executions, then GET …/events, with net/http alone, events in memory")
 	fmt.Fprintln(stdout, "  runtime:   POST /v1/executions, then GET …/events until execution.completed (the native path)")
 	fmt.Fprintln(stdout, "  translate: the baseline's one-exchange mode: POST /v1/chat/completions, each upstream chunk re-emitted, until data: [DONE]")
-	if skipped != "" {
-		fmt.Fprintf(stdout, "  frontdoor: skipped: %s (-front-door=on makes it an error)\n", skipped)
-	} else if *frontDoor != "off" {
-		fmt.Fprintf(stdout, "  frontdoor: POST /v1/chat/completions to the runtime (model %q), streamed with include_usage, until data: [DONE]\n", benchAbility)
+	for _, door := range doors {
+		switch {
+		case door.skipped != "":
+			fmt.Fprintf(stdout, "  %s: skipped: %s (-front-door=on makes it an error)\n", door.side, door.skipped)
+		case door.side == sideFrontDoor:
+			fmt.Fprintf(stdout, "  %s: POST /v1/chat/completions to the runtime (model %q), streamed with include_usage, until data: [DONE]\n", door.side, benchAbility)
+		default:
+			fmt.Fprintf(stdout, "  %s: POST /v1/messages to the runtime (model %q, anthropic-version %s), streamed, until message_stop\n", door.side, benchAbility, anthropicVersion)
+		}
 	}
 	if peer.url != "" {
 		fmt.Fprintf(stdout, "  %s: %s/chat/completions (model %q), streamed with include_usage, until data: [DONE]", peer.name, strings.TrimSuffix(peer.url, "/"), peer.model)
@@ -234,7 +272,7 @@ func runOverhead(ctx context.Context, args []string, stdout, stderr io.Writer) (
 		}
 		fmt.Fprintln(stdout)
 	}
-	fmt.Fprintln(stdout, "  ttfo: POST sent → first text (first content chunk, or first output.delta); end: → data: [DONE], or execution.completed")
+	fmt.Fprintln(stdout, "  ttfo: POST sent → first text (first content chunk, text_delta or output.delta); end: → data: [DONE], message_stop or execution.completed")
 	fmt.Fprintln(stdout, "  added: runtime − direct; SIDE_added: SIDE − direct; ratio: runtime ÷ direct; every side over one keep-alive client")
 	fmt.Fprintln(stdout)
 	lat := newTable(stdout, "conc", "side", "calls", "ttfo_p50_ms", "ttfo_p99_ms", "end_p50_ms", "end_p99_ms")
@@ -373,15 +411,25 @@ func runOverhead(ctx context.Context, args []string, stdout, stderr io.Writer) (
 	if err := ct.flush(); err != nil {
 		return err
 	}
-	if i, ok := index[sideFrontDoor]; ok {
-		fmt.Fprintln(stdout)
-		fmt.Fprintln(stdout, "frontdoor against its targets (spec/performance.md): added ≤ 0.60x runtime's and ≤ 1.20x translate's; cpu ≤ 0.70x runtime's")
-		for _, cr := range cmps {
-			fmt.Fprintf(stdout, "%-5d added_vs_runtime %s  added_vs_translate %s  cpu_vs_runtime %s\n", cr.conc,
-				target(cr.added[i], cr.added[iRT], 0.6), target(cr.added[i], cr.added[iTr], 1.2), target(cr.cpu[i], cr.cpu[iRT], 0.7))
+	var measured []string // the front doors measured
+	for _, door := range doors {
+		if _, ok := index[door.side]; ok {
+			measured = append(measured, door.side)
 		}
 	}
-	return nil
+	if len(measured) == 0 {
+		return nil
+	}
+	fmt.Fprintln(stdout)
+	fmt.Fprintln(stdout, "front doors against their targets (spec/performance.md): added ≤ 0.60x runtime's and ≤ 1.20x translate's; cpu ≤ 0.70x runtime's")
+	tt := newTable(stdout, "conc", "side", "added_vs_runtime", "added_vs_translate", "cpu_vs_runtime")
+	for _, cr := range cmps {
+		for _, side := range measured {
+			i := index[side]
+			tt.row(fmt.Sprint(cr.conc), side, target(cr.added[i], cr.added[iRT], 0.6), target(cr.added[i], cr.added[iTr], 1.2), target(cr.cpu[i], cr.cpu[iRT], 0.7))
+		}
+	}
+	return tt.flush()
 }
 
 // target formats a/b and whether it is at most limit.
@@ -397,17 +445,17 @@ func target(a, b time.Duration, limit float64) string {
 }
 
 // probe makes one call, so that a side that cannot answer fails before the levels, and
-// the front door's absence is told apart from its failure.
-func probe(ctx context.Context, c *chatClient, text string) error {
+// a front door's absence is told apart from its failure.
+func probe(ctx context.Context, call func(context.Context, string) (callTimes, error), text string) error {
 	ctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
-	_, err := c.call(ctx, text)
+	_, err := call(ctx, text)
 	return err
 }
 
-// noRoute reports whether err is a 404 without OpenAI's error shape: the answer of a
-// binary that has no such route, where a front door that refuses the model answers a
-// not_found_error (spec/compat.md).
+// noRoute reports whether err is a 404 without a front door's error shape: the answer
+// of a binary that has no such route, where a front door that refuses the model answers
+// a not_found_error in error.type, OpenAI's and Anthropic's alike (spec/compat.md).
 func noRoute(err error) bool {
 	var se *statusError
 	if !errors.As(err, &se) || se.status != 404 {
