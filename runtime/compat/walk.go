@@ -393,6 +393,16 @@ func (w *Walker) RawObject(compact bool) ([]byte, error) {
 	return v, nil
 }
 
+// RawValue reads the next value whole, of any kind: the decoder's bytes, valid until the
+// walker's next read (copy them to keep them).
+func (w *Walker) RawValue() ([]byte, error) {
+	v, err := w.dec.ReadValue()
+	if err != nil {
+		return nil, w.syntax(err)
+	}
+	return v, nil
+}
+
 // End checks that nothing but whitespace follows the document.
 func (w *Walker) End() error {
 	if _, err := w.dec.ReadToken(); !errors.Is(err, io.EOF) {

@@ -96,3 +96,18 @@ func TestWalkerLocWithoutNames(t *testing.T) {
 		t.Errorf("Loc at the top %q", got)
 	}
 }
+
+func TestWalkerRawValue(t *testing.T) {
+	w := NewWalker([]byte(`{"a": [1, {"b": null}], "c": "x"}`), &WalkOptions{Duplicate: "repeats a member"})
+	var got []string
+	if err := w.Object(func(string) error {
+		v, err := w.RawValue()
+		got = append(got, string(v))
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got[0] != `[1, {"b": null}]` || got[1] != `"x"` {
+		t.Errorf("values %q", got)
+	}
+}
