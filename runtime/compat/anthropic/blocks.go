@@ -97,56 +97,56 @@ func (d *decoder) readBlock(nested bool) (*block, error) {
 	str := func(bit uint32, dst *string) func() error {
 		return func() error {
 			b.seen |= bit
-			s, err := d.str()
+			s, err := d.Str()
 			*dst = s
 			return err
 		}
 	}
-	err := d.object(func(key string) error {
+	err := d.Object(func(key string) error {
 		switch key {
 		case "type":
 			hasType = true
-			return d.member(key, func() error {
-				s, err := d.str()
+			return d.Member(key, func() error {
+				s, err := d.Str()
 				b.typ = s
 				return err
 			})
 		case "text":
-			return d.member(key, str(mText, &b.text))
+			return d.Member(key, str(mText, &b.text))
 		case "id":
-			return d.member(key, str(mID, &b.id))
+			return d.Member(key, str(mID, &b.id))
 		case "name":
-			return d.member(key, str(mName, &b.name))
+			return d.Member(key, str(mName, &b.name))
 		case "tool_use_id":
-			return d.member(key, str(mToolUseID, &b.toolUseID))
+			return d.Member(key, str(mToolUseID, &b.toolUseID))
 		case "title":
-			return d.member(key, func() error {
-				if null, err := d.null(); null || err != nil {
+			return d.Member(key, func() error {
+				if null, err := d.Null(); null || err != nil {
 					return err
 				}
 				return str(mTitle, &b.title)()
 			})
 		case "source":
 			b.seen |= mSource
-			return d.member(key, func() error { return d.source(&b.src) })
+			return d.Member(key, func() error { return d.source(&b.src) })
 		case "input":
 			b.seen |= mInput
-			return d.member(key, func() error {
-				raw, err := d.rawObject()
+			return d.Member(key, func() error {
+				raw, err := d.RawObject(true)
 				b.input = raw
 				return err
 			})
 		case "is_error":
-			return d.member(key, func() error {
-				if null, err := d.null(); null || err != nil {
+			return d.Member(key, func() error {
+				if null, err := d.Null(); null || err != nil {
 					return err
 				}
 				b.seen |= mIsError
-				_, err := d.boolean()
+				_, err := d.Bool()
 				return err
 			})
 		case "cache_control":
-			return d.member(key, func() error {
+			return d.Member(key, func() error {
 				ttl, present, err := d.cacheControl()
 				if present {
 					b.cached, b.ttl = true, longer(b.ttl, ttl)
@@ -158,30 +158,30 @@ func (d *decoder) readBlock(nested bool) (*block, error) {
 				break // no block inside a tool_result has content
 			}
 			b.seen |= mContent
-			return d.member(key, func() error { return d.resultContent(b) })
+			return d.Member(key, func() error { return d.resultContent(b) })
 		}
 		for _, name := range unsupportedBlockMembers {
 			if key == name {
 				// Absent when null, as Anthropic reads it; anything else asks for a
 				// feature the runtime does not have.
-				if null, err := d.null(); null || err != nil {
+				if null, err := d.Null(); null || err != nil {
 					return err
 				}
 				if b.unsupported == "" {
 					b.unsupported = name
 				}
-				return d.skip()
+				return d.Skip()
 			}
 		}
 		b.unknown = true
-		return d.skip()
+		return d.Skip()
 	})
 	if err != nil {
 		return nil, err
 	}
 	if !hasType {
-		d.enter("type")
-		return nil, d.fail(ruleRequired)
+		d.Enter("type")
+		return nil, d.Fail(ruleRequired)
 	}
 	return b, nil
 }
@@ -189,33 +189,33 @@ func (d *decoder) readBlock(nested bool) (*block, error) {
 // source reads an image or document source; the block's type checks it.
 func (d *decoder) source(s *source) error {
 	hasType := false
-	err := d.object(func(key string) error {
+	err := d.Object(func(key string) error {
 		switch key {
 		case "type":
 			hasType = true
-			return d.member(key, func() error {
-				v, err := d.str()
+			return d.Member(key, func() error {
+				v, err := d.Str()
 				s.typ = v
 				return err
 			})
 		case "media_type":
 			s.hasMediaType = true
-			return d.member(key, func() error {
-				v, err := d.str()
+			return d.Member(key, func() error {
+				v, err := d.Str()
 				s.mediaType = v
 				return err
 			})
 		case "data":
 			s.hasData = true
-			return d.member(key, func() error {
-				v, err := d.str()
+			return d.Member(key, func() error {
+				v, err := d.Str()
 				s.data = v
 				return err
 			})
 		case "url":
 			s.hasURL = true
-			return d.member(key, func() error {
-				v, err := d.str()
+			return d.Member(key, func() error {
+				v, err := d.Str()
 				s.url = v
 				return err
 			})
@@ -226,8 +226,8 @@ func (d *decoder) source(s *source) error {
 		return err
 	}
 	if !hasType {
-		d.enter("type")
-		return d.fail(ruleRequired)
+		d.Enter("type")
+		return d.Fail(ruleRequired)
 	}
 	return nil
 }
@@ -235,30 +235,30 @@ func (d *decoder) source(s *source) error {
 // resultContent reads a tool_result's content: a string, or text, image and document
 // blocks.
 func (d *decoder) resultContent(b *block) error {
-	if null, err := d.null(); null || err != nil {
+	if null, err := d.Null(); null || err != nil {
 		return err
 	}
-	if d.kind() == '"' {
-		s, err := d.str()
+	if d.Kind() == '"' {
+		s, err := d.Str()
 		b.content = &protocol.ToolContent{Text: &s}
 		return err
 	}
-	if d.kind() != '[' {
-		return d.fail(ruleStringOrList)
+	if d.Kind() != '[' {
+		return d.Fail(ruleStringOrList)
 	}
 	parts := []protocol.Part{}
-	err := d.array(func(i int) error {
+	err := d.Array(func(i int) error {
 		if i == protocol.MaxContentParts {
-			d.leave()
-			return d.fail("must hold at most " + strconv.Itoa(protocol.MaxContentParts) + " blocks")
+			d.Leave()
+			return d.Fail("must hold at most " + strconv.Itoa(protocol.MaxContentParts) + " blocks")
 		}
 		inner, err := d.readBlock(true)
 		if err != nil {
 			return err
 		}
 		if inner.typ == "tool_use" || inner.typ == "tool_result" {
-			d.enter("type")
-			return d.fail("must be text, image or document inside tool_result content")
+			d.Enter("type")
+			return d.Fail("must be text, image or document inside tool_result content")
 		}
 		p, err := d.part(inner)
 		if err != nil {
@@ -279,26 +279,26 @@ func (d *decoder) resultContent(b *block) error {
 func (d *decoder) part(b *block) (protocol.Part, error) {
 	rule, ok := blockRules[b.typ]
 	if !ok {
-		d.enter("type")
+		d.Enter("type")
 		if contains(unsupportedBlockTypes, b.typ) {
-			return protocol.Part{}, d.fail(ruleUnsupported)
+			return protocol.Part{}, d.Fail(ruleUnsupported)
 		}
-		return protocol.Part{}, d.fail(ruleBlockType)
+		return protocol.Part{}, d.Fail(ruleBlockType)
 	}
 	if b.unknown {
-		return protocol.Part{}, d.fail(ruleUnknown)
+		return protocol.Part{}, d.Fail(ruleUnknown)
 	}
 	if b.unsupported != "" {
-		d.enter(b.unsupported)
-		return protocol.Part{}, d.fail(ruleUnsupported)
+		d.Enter(b.unsupported)
+		return protocol.Part{}, d.Fail(ruleUnsupported)
 	}
 	if extra := b.seen &^ rule.allowed; extra != 0 {
-		d.enter(memberNames[lowestBit(extra)])
-		return protocol.Part{}, d.fail("not allowed for this block type")
+		d.Enter(memberNames[lowestBit(extra)])
+		return protocol.Part{}, d.Fail("not allowed for this block type")
 	}
 	if missing := rule.required &^ b.seen; missing != 0 {
-		d.enter(memberNames[lowestBit(missing)])
-		return protocol.Part{}, d.fail(ruleRequired)
+		d.Enter(memberNames[lowestBit(missing)])
+		return protocol.Part{}, d.Fail(ruleRequired)
 	}
 	switch b.typ {
 	case "text":
@@ -312,8 +312,8 @@ func (d *decoder) part(b *block) (protocol.Part, error) {
 		}
 		// The title names the document: the file part's name, under its rules.
 		if n := utf8.RuneCountInString(b.title); n > protocol.MaxFileNameLength || strings.ContainsFunc(b.title, isControl) {
-			d.enter("title")
-			return protocol.Part{}, d.fail("must be at most " + strconv.Itoa(protocol.MaxFileNameLength) + " characters without control characters")
+			d.Enter("title")
+			return protocol.Part{}, d.Fail("must be at most " + strconv.Itoa(protocol.MaxFileNameLength) + " characters without control characters")
 		}
 		p.Name = b.title
 		return p, nil
@@ -322,8 +322,8 @@ func (d *decoder) part(b *block) (protocol.Part, error) {
 			return protocol.Part{}, err
 		}
 		if !toolNameRE.MatchString(b.name) {
-			d.enter("name")
-			return protocol.Part{}, d.fail("must match " + protocol.ToolNamePattern)
+			d.Enter("name")
+			return protocol.Part{}, d.Fail("must match " + protocol.ToolNamePattern)
 		}
 		return protocol.Part{Type: protocol.PartToolCall, Role: protocol.RoleAssistant, CallID: b.id, Name: b.name, Arguments: string(b.input)}, nil
 	}
@@ -342,8 +342,8 @@ func (d *decoder) part(b *block) (protocol.Part, error) {
 // callID checks a tool call id, in member name.
 func (d *decoder) callID(id, name string) error {
 	if n := utf8.RuneCountInString(id); n < 1 || n > protocol.MaxCallIDLength {
-		d.enter(name)
-		return d.fail("must be 1 to " + strconv.Itoa(protocol.MaxCallIDLength) + " characters")
+		d.Enter(name)
+		return d.Fail("must be 1 to " + strconv.Itoa(protocol.MaxCallIDLength) + " characters")
 	}
 	return nil
 }
@@ -352,44 +352,44 @@ func (d *decoder) callID(id, name string) error {
 // a URL the runtime never fetches. A document must be a PDF.
 func (d *decoder) media(b *block, t protocol.PartType) (protocol.Part, error) {
 	s := &b.src
-	d.enter("source")
-	defer d.leave()
+	d.Enter("source")
+	defer d.Leave()
 	p := protocol.Part{Type: t}
 	switch s.typ {
 	case "base64":
 		if s.hasURL {
-			d.enter("url")
-			return p, d.fail("not allowed for base64 sources")
+			d.Enter("url")
+			return p, d.Fail("not allowed for base64 sources")
 		}
 		if !s.hasMediaType {
-			d.enter("media_type")
-			return p, d.fail(ruleRequired)
+			d.Enter("media_type")
+			return p, d.Fail(ruleRequired)
 		}
 		if !s.hasData {
-			d.enter("data")
-			return p, d.fail(ruleRequired)
+			d.Enter("data")
+			return p, d.Fail(ruleRequired)
 		}
 		if err := d.mediaType(s.mediaType, t); err != nil {
 			return p, err
 		}
 		if !canonicalBase64(s.data) {
-			d.enter("data")
-			return p, d.fail("must be non-empty canonical standard base64 (padded, no line breaks)")
+			d.Enter("data")
+			return p, d.Fail("must be non-empty canonical standard base64 (padded, no line breaks)")
 		}
 		p.MediaType, p.Data = s.mediaType, s.data
 		return p, nil
 	case "url":
 		if s.hasMediaType || s.hasData {
-			d.enter(map[bool]string{true: "media_type", false: "data"}[s.hasMediaType])
-			return p, d.fail("not allowed for url sources")
+			d.Enter(map[bool]string{true: "media_type", false: "data"}[s.hasMediaType])
+			return p, d.Fail("not allowed for url sources")
 		}
 		if !s.hasURL {
-			d.enter("url")
-			return p, d.fail(ruleRequired)
+			d.Enter("url")
+			return p, d.Fail(ruleRequired)
 		}
 		if !isWebURL(s.url) {
-			d.enter("url")
-			return p, d.fail("must be an http or https URL of printable ASCII, at most " + strconv.Itoa(protocol.MaxURILength) + " characters")
+			d.Enter("url")
+			return p, d.Fail("must be an http or https URL of printable ASCII, at most " + strconv.Itoa(protocol.MaxURILength) + " characters")
 		}
 		p.URI = s.url
 		p.MediaType = "application/pdf"
@@ -398,52 +398,52 @@ func (d *decoder) media(b *block, t protocol.PartType) (protocol.Part, error) {
 		}
 		return p, nil
 	}
-	d.enter("type")
+	d.Enter("type")
 	if t == protocol.PartFile {
-		return p, d.fail("must be base64 or url: only PDF documents are supported by this runtime")
+		return p, d.Fail("must be base64 or url: only PDF documents are supported by this runtime")
 	}
-	return p, d.fail("must be base64 or url")
+	return p, d.Fail("must be base64 or url")
 }
 
 // mediaType checks a base64 source's media type for a part of type t.
 func (d *decoder) mediaType(mt string, t protocol.PartType) error {
-	d.enter("media_type")
-	defer d.leave()
+	d.Enter("media_type")
+	defer d.Leave()
 	if t == protocol.PartFile {
 		if mt != "application/pdf" {
-			return d.fail("must be application/pdf")
+			return d.Fail("must be application/pdf")
 		}
 		return nil
 	}
 	if len(mt) > protocol.MaxMediaTypeLength || !mediaTypeRE.MatchString(mt) || !strings.HasPrefix(mt, "image/") {
-		return d.fail("must be an image media type such as image/png")
+		return d.Fail("must be an image media type such as image/png")
 	}
 	return nil
 }
 
 // systemPrompt reads system: a string or text blocks, each a system text part.
 func (d *decoder) systemPrompt() error {
-	if null, err := d.null(); null || err != nil {
+	if null, err := d.Null(); null || err != nil {
 		return err
 	}
-	if d.kind() == '"' {
-		s, err := d.str()
+	if d.Kind() == '"' {
+		s, err := d.Str()
 		if err == nil && s != "" {
 			d.system = append(d.system, protocol.Part{Type: protocol.PartText, Role: protocol.RoleSystem, Text: s})
 		}
 		return err
 	}
-	if d.kind() != '[' {
-		return d.fail("must be a string or an array of text blocks")
+	if d.Kind() != '[' {
+		return d.Fail("must be a string or an array of text blocks")
 	}
-	return d.array(func(int) error {
+	return d.Array(func(int) error {
 		b, err := d.readBlock(true)
 		if err != nil {
 			return err
 		}
 		if b.typ != "text" {
-			d.enter("type")
-			return d.fail("must be text")
+			d.Enter("type")
+			return d.Fail("must be text")
 		}
 		p, err := d.part(b)
 		if err != nil {
@@ -460,54 +460,54 @@ func (d *decoder) systemPrompt() error {
 
 // toolList reads tools: custom tools only, each a tool part.
 func (d *decoder) toolList() error {
-	if null, err := d.null(); null || err != nil {
+	if null, err := d.Null(); null || err != nil {
 		return err
 	}
-	return d.array(func(int) error {
+	return d.Array(func(int) error {
 		p := protocol.Part{Type: protocol.PartTool}
 		var ttl string
 		var cached, hasName, hasSchema bool
-		err := d.object(func(key string) error {
+		err := d.Object(func(key string) error {
 			switch key {
 			case "type":
-				return d.member(key, func() error {
-					if null, err := d.null(); null || err != nil {
+				return d.Member(key, func() error {
+					if null, err := d.Null(); null || err != nil {
 						return err
 					}
-					s, err := d.str()
+					s, err := d.Str()
 					if err == nil && s != "custom" {
-						return d.fail("only custom tools are supported by this runtime")
+						return d.Fail("only custom tools are supported by this runtime")
 					}
 					return err
 				})
 			case "name":
 				hasName = true
-				return d.member(key, func() error {
-					s, err := d.str()
+				return d.Member(key, func() error {
+					s, err := d.Str()
 					if err == nil && !toolNameRE.MatchString(s) {
-						return d.fail("must match " + protocol.ToolNamePattern)
+						return d.Fail("must match " + protocol.ToolNamePattern)
 					}
 					p.Name = s
 					return err
 				})
 			case "description":
-				return d.member(key, func() error {
-					if null, err := d.null(); null || err != nil {
+				return d.Member(key, func() error {
+					if null, err := d.Null(); null || err != nil {
 						return err
 					}
-					s, err := d.str()
+					s, err := d.Str()
 					p.Description = s
 					return err
 				})
 			case "input_schema":
 				hasSchema = true
-				return d.member(key, func() error {
-					raw, err := d.rawObject()
+				return d.Member(key, func() error {
+					raw, err := d.RawObject(true)
 					p.Parameters = raw
 					return err
 				})
 			case "cache_control":
-				return d.member(key, func() error {
+				return d.Member(key, func() error {
 					var err error
 					ttl, cached, err = d.cacheControl()
 					return err
@@ -520,11 +520,11 @@ func (d *decoder) toolList() error {
 		}
 		switch {
 		case !hasName:
-			d.enter("name")
-			return d.fail(ruleRequired)
+			d.Enter("name")
+			return d.Fail(ruleRequired)
 		case !hasSchema:
-			d.enter("input_schema")
-			return d.fail(ruleRequired)
+			d.Enter("input_schema")
+			return d.Fail(ruleRequired)
 		}
 		if cached {
 			d.breakpoints = append(d.breakpoints, breakpoint{group: groupTools, index: len(d.tools), ttl: ttl})
@@ -537,35 +537,35 @@ func (d *decoder) toolList() error {
 
 // messages reads messages: each block a part, in order, with the message's role.
 func (d *decoder) messages() error {
-	return d.array(func(int) error {
+	return d.Array(func(int) error {
 		var role string
 		var parts []protocol.Part
 		var types []string     // each part's block type, for the role rules
 		var marks []breakpoint // indices into parts
 		contentSeen := false
-		err := d.object(func(key string) error {
+		err := d.Object(func(key string) error {
 			switch key {
 			case "role":
-				return d.member(key, func() error {
-					s, err := d.str()
+				return d.Member(key, func() error {
+					s, err := d.Str()
 					if err == nil && s != "user" && s != "assistant" {
-						return d.fail("must be user or assistant")
+						return d.Fail("must be user or assistant")
 					}
 					role = s
 					return err
 				})
 			case "content":
 				contentSeen = true
-				return d.member(key, func() error {
-					if d.kind() == '"' {
-						s, err := d.str()
+				return d.Member(key, func() error {
+					if d.Kind() == '"' {
+						s, err := d.Str()
 						parts, types = append(parts, protocol.Part{Type: protocol.PartText, Text: s}), append(types, "text")
 						return err
 					}
-					if d.kind() != '[' {
-						return d.fail(ruleStringOrList)
+					if d.Kind() != '[' {
+						return d.Fail(ruleStringOrList)
 					}
-					return d.array(func(int) error {
+					return d.Array(func(int) error {
 						b, err := d.readBlock(false)
 						if err != nil {
 							return err
@@ -589,11 +589,11 @@ func (d *decoder) messages() error {
 		}
 		switch {
 		case role == "":
-			d.enter("role")
-			return d.fail(ruleRequired)
+			d.Enter("role")
+			return d.Fail(ruleRequired)
 		case !contentSeen:
-			d.enter("content")
-			return d.fail(ruleRequired)
+			d.Enter("content")
+			return d.Fail(ruleRequired)
 		}
 		for i, t := range types {
 			var rule string
@@ -604,9 +604,9 @@ func (d *decoder) messages() error {
 				rule = t + " blocks belong to user messages" // t is a supported type: ours
 			}
 			if rule != "" {
-				d.enter("content")
-				d.enterIndex(i)
-				return d.fail(rule)
+				d.Enter("content")
+				d.EnterIndex(i)
+				return d.Fail(rule)
 			}
 			if role == "assistant" {
 				parts[i].Role = protocol.RoleAssistant
@@ -624,29 +624,29 @@ func (d *decoder) messages() error {
 // cacheControl reads a cache_control member: {type: ephemeral, ttl?: 5m | 1h}, or null
 // for none. present reports a breakpoint.
 func (d *decoder) cacheControl() (ttl string, present bool, err error) {
-	if null, err := d.null(); null || err != nil {
+	if null, err := d.Null(); null || err != nil {
 		return "", false, err
 	}
 	typed := false
-	err = d.object(func(key string) error {
+	err = d.Object(func(key string) error {
 		switch key {
 		case "type":
 			typed = true
-			return d.member(key, func() error {
-				s, err := d.str()
+			return d.Member(key, func() error {
+				s, err := d.Str()
 				if err == nil && s != "ephemeral" {
-					return d.fail("must be ephemeral")
+					return d.Fail("must be ephemeral")
 				}
 				return err
 			})
 		case "ttl":
-			return d.member(key, func() error {
-				if null, err := d.null(); null || err != nil {
+			return d.Member(key, func() error {
+				if null, err := d.Null(); null || err != nil {
 					return err
 				}
-				s, err := d.str()
+				s, err := d.Str()
 				if err == nil && s != "5m" && s != "1h" {
-					return d.fail("must be 5m or 1h")
+					return d.Fail("must be 5m or 1h")
 				}
 				ttl = s
 				return err
@@ -658,8 +658,8 @@ func (d *decoder) cacheControl() (ttl string, present bool, err error) {
 		return "", false, err
 	}
 	if !typed {
-		d.enter("type")
-		return "", false, d.fail(ruleRequired)
+		d.Enter("type")
+		return "", false, d.Fail(ruleRequired)
 	}
 	return ttl, true, nil
 }

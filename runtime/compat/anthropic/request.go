@@ -8,6 +8,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/switchboard-dev/switchboard/runtime/compat"
 	"github.com/switchboard-dev/switchboard/runtime/protocol"
 )
 
@@ -49,7 +50,7 @@ type request struct {
 
 // decoder builds a request while the walker reads the body.
 type decoder struct {
-	*walker
+	*compat.Walker
 	system, tools, turns []protocol.Part
 	// breakpoints lists, per group, the parts whose block carried cache_control, with
 	// the TTL ("" for the default); group is which of system, tools, turns.
@@ -82,14 +83,44 @@ const (
 	fieldMessages
 )
 
+// walkOptions are the Messages schema's to the shared walker: the decoder enters only
+// names of the schema, and a repeated name is refused at any depth, as the body must
+// not mean one thing here and another to a proxy.
+var walkOptions = compat.WalkOptions{Duplicate: ruleDuplicate, DeepDuplicates: true, Unsupported: ruleUnsupported}
+
+// Rules of the Messages decoder.
+const (
+	ruleObject       = compat.RuleObject
+	ruleArray        = compat.RuleArray
+	ruleString       = compat.RuleString
+	ruleNumber       = compat.RuleNumber
+	ruleDuplicate    = "duplicate object key"
+	ruleUnknown      = compat.RuleUnknown
+	ruleRequired     = "required"
+	ruleUnsupported  = "not supported by this runtime"
+	ruleNonEmpty     = "must not be empty"
+	ruleStringOrList = "must be a string or an array of content blocks"
+)
+
+// unknown refuses a member that has no mapping. A name of the Messages schema that the
+// runtime does not support (supported, from a closed list) is named; any other key is
+// not, as it is the caller's text.
+func (d *decoder) unknown(key string, known []string) error {
+	if slices.Contains(known, key) {
+		d.Enter(key)
+		return d.Fail(ruleUnsupported)
+	}
+	return d.Fail(ruleUnknown)
+}
+
 // decodeRequest decodes a Messages request body. Every error is an invalid_request
 // *protocol.Error with a fixed message naming the location.
 func decodeRequest(body []byte) (*request, *protocol.Error) {
-	d := &decoder{walker: newWalker(body)}
+	d := &decoder{Walker: compat.NewWalker(body, &walkOptions)}
 	r := &request{}
-	err := d.object(func(key string) error { return d.top(r, key) })
+	err := d.Object(func(key string) error { return d.top(r, key) })
 	if err == nil {
-		err = d.end()
+		err = d.End()
 	}
 	if err == nil {
 		err = d.finish(r)
@@ -105,17 +136,17 @@ func (d *decoder) top(r *request, key string) error {
 	switch key {
 	case "model":
 		d.seen |= fieldModel
-		return d.member(key, func() error {
-			s, err := d.str()
+		return d.Member(key, func() error {
+			s, err := d.Str()
 			if err == nil && s == "" {
-				return d.fail(ruleNonEmpty)
+				return d.Fail(ruleNonEmpty)
 			}
 			r.model = s
 			return err
 		})
 	case "max_tokens":
 		d.seen |= fieldMaxTokens
-		return d.member(key, func() error {
+		return d.Member(key, func() error {
 			n, err := d.integer(1, protocol.MaxGenerationTokens, "must be an integer from 1 to "+strconv.Itoa(protocol.MaxGenerationTokens))
 			if err != nil {
 				return err
@@ -125,29 +156,29 @@ func (d *decoder) top(r *request, key string) error {
 		})
 	case "messages":
 		d.seen |= fieldMessages
-		return d.member(key, d.messages)
+		return d.Member(key, d.messages)
 	case "system":
-		return d.member(key, d.systemPrompt)
+		return d.Member(key, d.systemPrompt)
 	case "tools":
-		return d.member(key, d.toolList)
+		return d.Member(key, d.toolList)
 	case "tool_choice":
-		return d.member(key, func() error { return d.toolChoice(&r.native) })
+		return d.Member(key, func() error { return d.toolChoice(&r.native) })
 	case "stream":
-		return d.member(key, func() error {
-			if null, err := d.null(); null || err != nil {
+		return d.Member(key, func() error {
+			if null, err := d.Null(); null || err != nil {
 				return err
 			}
-			b, err := d.boolean()
+			b, err := d.Bool()
 			r.stream = b
 			return err
 		})
 	case "temperature":
-		return d.member(key, func() error { return d.unit(&r.native, protocol.GenerationTemperature) })
+		return d.Member(key, func() error { return d.unit(&r.native, protocol.GenerationTemperature) })
 	case "top_p":
-		return d.member(key, func() error { return d.unit(&r.native, protocol.GenerationTopP) })
+		return d.Member(key, func() error { return d.unit(&r.native, protocol.GenerationTopP) })
 	case "top_k":
-		return d.member(key, func() error {
-			if null, err := d.null(); null || err != nil {
+		return d.Member(key, func() error {
+			if null, err := d.Null(); null || err != nil {
 				return err
 			}
 			n, err := d.integer(1, protocol.MaxGenerationTopK, "must be an integer from 1 to "+strconv.Itoa(protocol.MaxGenerationTopK))
@@ -158,13 +189,13 @@ func (d *decoder) top(r *request, key string) error {
 			return nil
 		})
 	case "stop_sequences":
-		return d.member(key, func() error { return d.stopSequences(&r.native) })
+		return d.Member(key, func() error { return d.stopSequences(&r.native) })
 	case "metadata":
-		return d.member(key, func() error { return d.metadata(&r.native) })
+		return d.Member(key, func() error { return d.metadata(&r.native) })
 	case "cache_control":
 		// Top-level cache control marks the last cacheable block, which is known only
 		// once every message is read: it is the request's last block.
-		return d.member(key, func() error {
+		return d.Member(key, func() error {
 			ttl, present, err := d.cacheControl()
 			if present {
 				d.breakpoints = append(d.breakpoints, breakpoint{group: -1, ttl: ttl})
@@ -179,43 +210,43 @@ func (d *decoder) top(r *request, key string) error {
 // protocol's limits under Messages names, so the native decoder meets no violation
 // it would name in its own terms.
 func (d *decoder) finish(r *request) error {
-	d.path = d.path[:0]
+	d.Top()
 	for _, f := range []struct {
 		bit  uint32
 		name string
 	}{{fieldModel, "model"}, {fieldMaxTokens, "max_tokens"}, {fieldMessages, "messages"}} {
 		if d.seen&f.bit == 0 {
-			d.enter(f.name)
-			return d.fail(ruleRequired)
+			d.Enter(f.name)
+			return d.Fail(ruleRequired)
 		}
 	}
 	if len(d.turns) == 0 {
-		d.enter("messages")
-		return d.fail("must hold at least one message with content")
+		d.Enter("messages")
+		return d.Fail("must hold at least one message with content")
 	}
 	switch d.choice.mode {
 	case "any", "tool":
 		if len(d.toolNames) == 0 {
-			d.enter("tool_choice")
-			return d.fail("requires tools")
+			d.Enter("tool_choice")
+			return d.Fail("requires tools")
 		}
 		if d.choice.mode == "tool" && !contains(d.toolNames, d.choice.name) {
-			d.enter("tool_choice")
-			d.enter("name")
-			return d.fail("must name one of tools")
+			d.Enter("tool_choice")
+			d.Enter("name")
+			return d.Fail("must name one of tools")
 		}
 	}
 	input := make([]protocol.Part, 0, len(d.system)+len(d.tools)+len(d.turns))
 	input = append(append(append(input, d.system...), d.tools...), d.turns...)
 	if len(input) > protocol.MaxInputParts {
-		d.enter("messages")
-		return d.fail("the system blocks, tools and content blocks together must be at most " + strconv.Itoa(protocol.MaxInputParts))
+		d.Enter("messages")
+		return d.Fail("the system blocks, tools and content blocks together must be at most " + strconv.Itoa(protocol.MaxInputParts))
 	}
 	r.native.Input = input
 	if marks := d.cacheMarks(len(input)); len(marks) > 0 {
 		if len(marks) > maxBreakpoints {
-			d.enter("cache_control")
-			return d.fail("at most " + strconv.Itoa(maxBreakpoints) + " blocks may carry cache_control")
+			d.Enter("cache_control")
+			return d.Fail("at most " + strconv.Itoa(maxBreakpoints) + " blocks may carry cache_control")
 		}
 		raw, _ := json.Marshal(marks) // strings always encode
 		d.extension(&r.native, extCacheControl, raw)
@@ -263,42 +294,42 @@ func (d *decoder) extension(n *protocol.Request, key string, v json.RawMessage) 
 // integer reads an integral number within [lo, hi]; 2.0 and 2e0 count, as they do for
 // the native decoder.
 func (d *decoder) integer(lo, hi int64, rule string) (int64, error) {
-	lit, err := d.number()
+	lit, err := d.Number()
 	if err != nil {
-		if d.kind() != '0' {
-			return 0, d.fail(rule)
+		if d.Kind() != '0' {
+			return 0, d.Fail(rule)
 		}
 		return 0, err
 	}
 	if n, err := strconv.ParseInt(lit, 10, 64); err == nil {
 		if n < lo || n > hi {
-			return 0, d.fail(rule)
+			return 0, d.Fail(rule)
 		}
 		return n, nil
 	}
 	f, err := strconv.ParseFloat(lit, 64)
 	if err != nil || f != math.Trunc(f) || f < float64(lo) || f > float64(hi) {
-		return 0, d.fail(rule)
+		return 0, d.Fail(rule)
 	}
 	return int64(f), nil
 }
 
 // unit reads temperature or top_p: a number from 0 to 1, Anthropic's range for both.
 func (d *decoder) unit(n *protocol.Request, key string) error {
-	if null, err := d.null(); null || err != nil {
+	if null, err := d.Null(); null || err != nil {
 		return err
 	}
 	const rule = "must be a number from 0 to 1"
-	if d.kind() != '0' {
-		return d.fail(rule)
+	if d.Kind() != '0' {
+		return d.Fail(rule)
 	}
-	lit, err := d.number()
+	lit, err := d.Number()
 	if err != nil {
 		return err
 	}
 	f, perr := strconv.ParseFloat(lit, 64)
 	if perr != nil || f < 0 || f > 1 {
-		return d.fail(rule)
+		return d.Fail(rule)
 	}
 	d.extension(n, key, json.RawMessage(lit))
 	return nil
@@ -307,17 +338,17 @@ func (d *decoder) unit(n *protocol.Request, key string) error {
 // stopSequences reads stop_sequences: strings with more than whitespace, within the
 // bounds the generation.stop key documents (the fewest any bundled provider takes).
 func (d *decoder) stopSequences(n *protocol.Request) error {
-	if null, err := d.null(); null || err != nil {
+	if null, err := d.Null(); null || err != nil {
 		return err
 	}
 	var stops []string
-	err := d.array(func(int) error {
-		s, err := d.str()
+	err := d.Array(func(int) error {
+		s, err := d.Str()
 		if err != nil {
 			return err
 		}
 		if strings.TrimSpace(s) == "" {
-			return d.fail("must contain non-whitespace characters")
+			return d.Fail("must contain non-whitespace characters")
 		}
 		stops = append(stops, s)
 		return nil
@@ -330,7 +361,7 @@ func (d *decoder) stopSequences(n *protocol.Request) error {
 	}
 	raw, _ := json.Marshal(stops) // strings always encode
 	if spec, _ := protocol.LookupExtension(protocol.GenerationStop); !spec.Valid(raw) {
-		return d.fail("must hold at most " + strconv.Itoa(spec.MaxItems) + " sequences of at most " + strconv.Itoa(spec.MaxLength) + " characters")
+		return d.Fail("must hold at most " + strconv.Itoa(spec.MaxItems) + " sequences of at most " + strconv.Itoa(spec.MaxLength) + " characters")
 	}
 	d.extension(n, protocol.GenerationStop, raw)
 	return nil
@@ -338,23 +369,23 @@ func (d *decoder) stopSequences(n *protocol.Request) error {
 
 // metadata reads metadata: only user_id, which becomes execution metadata.
 func (d *decoder) metadata(n *protocol.Request) error {
-	if null, err := d.null(); null || err != nil {
+	if null, err := d.Null(); null || err != nil {
 		return err
 	}
-	return d.object(func(key string) error {
+	return d.Object(func(key string) error {
 		if key != "user_id" {
 			return d.unknown(key, nil)
 		}
-		return d.member(key, func() error {
-			if null, err := d.null(); null || err != nil {
+		return d.Member(key, func() error {
+			if null, err := d.Null(); null || err != nil {
 				return err
 			}
-			s, err := d.str()
+			s, err := d.Str()
 			if err != nil {
 				return err
 			}
 			if utf8.RuneCountInString(s) > protocol.MaxMetadataValueLength {
-				return d.fail("must be at most " + strconv.Itoa(protocol.MaxMetadataValueLength) + " characters")
+				return d.Fail("must be at most " + strconv.Itoa(protocol.MaxMetadataValueLength) + " characters")
 			}
 			if s != "" {
 				n.Metadata = map[string]string{metadataUserID: s}
@@ -366,41 +397,41 @@ func (d *decoder) metadata(n *protocol.Request) error {
 
 // toolChoice reads tool_choice into generation.tool_choice.
 func (d *decoder) toolChoice(n *protocol.Request) error {
-	if null, err := d.null(); null || err != nil {
+	if null, err := d.Null(); null || err != nil {
 		return err
 	}
 	var typ, name string
 	var typed, named bool
-	err := d.object(func(key string) error {
+	err := d.Object(func(key string) error {
 		switch key {
 		case "type":
 			typed = true
-			return d.member(key, func() error {
-				s, err := d.str()
+			return d.Member(key, func() error {
+				s, err := d.Str()
 				if err != nil {
 					return err
 				}
 				if !contains([]string{"auto", "any", "tool", "none"}, s) {
-					return d.fail("must be one of auto, any, tool, none")
+					return d.Fail("must be one of auto, any, tool, none")
 				}
 				typ = s
 				return nil
 			})
 		case "name":
 			named = true
-			return d.member(key, func() error {
-				s, err := d.str()
+			return d.Member(key, func() error {
+				s, err := d.Str()
 				name = s
 				return err
 			})
 		case "disable_parallel_tool_use":
 			// Accepted and not forwarded: no native option limits how many calls a
 			// model makes at once (the OpenAI door treats parallel_tool_calls alike).
-			return d.member(key, func() error {
-				if null, err := d.null(); null || err != nil {
+			return d.Member(key, func() error {
+				if null, err := d.Null(); null || err != nil {
 					return err
 				}
-				_, err := d.boolean()
+				_, err := d.Bool()
 				return err
 			})
 		}
@@ -411,14 +442,14 @@ func (d *decoder) toolChoice(n *protocol.Request) error {
 	}
 	switch {
 	case !typed:
-		d.enter("type")
-		return d.fail(ruleRequired)
+		d.Enter("type")
+		return d.Fail(ruleRequired)
 	case typ == "tool" && !named:
-		d.enter("name")
-		return d.fail(ruleRequired)
+		d.Enter("name")
+		return d.Fail(ruleRequired)
 	case typ != "tool" && named:
-		d.enter("name")
-		return d.fail("allowed only when type is tool")
+		d.Enter("name")
+		return d.Fail("allowed only when type is tool")
 	}
 	d.choice.mode, d.choice.name = typ, name
 	value := map[string]string{"auto": "auto", "any": "required", "none": "none", "tool": "tool:" + name}[typ]

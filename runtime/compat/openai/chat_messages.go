@@ -1,6 +1,8 @@
 package openai
 
 import (
+	"github.com/go-json-experiment/json/jsontext"
+
 	"github.com/switchboard-dev/switchboard/runtime/protocol"
 )
 
@@ -54,22 +56,18 @@ type message struct {
 // messages reads messages: a non-empty array.
 func (d *chatDecoder) messages() error {
 	w := d.w
-	t, err := w.token()
-	if err != nil {
-		return err
-	}
-	if !isArray(t) {
-		return w.fail("must be a non-empty array of messages")
+	if k := w.Kind(); k != '[' && k != jsontext.KindInvalid {
+		return w.Fail("must be a non-empty array of messages")
 	}
 	n := 0
-	if err := w.array(t, func(int) error {
+	if err := w.Array(func(int) error {
 		n++
 		return d.message()
 	}); err != nil {
 		return err
 	}
 	if n == 0 {
-		return w.fail("must be a non-empty array of messages")
+		return w.Fail("must be a non-empty array of messages")
 	}
 	return nil
 }
@@ -78,20 +76,16 @@ func (d *chatDecoder) messages() error {
 func (d *chatDecoder) message() error {
 	w := d.w
 	var m message
-	t, err := w.token()
-	if err != nil {
-		return err
-	}
-	if err := w.object(t, func(key string) error {
+	if err := w.Members(func(key string) error {
 		switch key {
 		case "role":
-			s, err := w.str()
+			s, err := w.Str()
 			m.role = s
 			return err
 		case "content":
 			return d.content(&m.content)
 		case "refusal":
-			s, ok, err := w.optStr()
+			s, ok, err := w.OptStr()
 			if ok {
 				m.refusal = &s
 			}
@@ -100,14 +94,14 @@ func (d *chatDecoder) message() error {
 			m.sawToolCalls = true
 			return d.toolCalls(&m)
 		case "tool_call_id":
-			s, err := w.str()
+			s, err := w.Str()
 			if err == nil && !validCallID(s) {
-				err = w.fail(ruleCallID)
+				err = w.Fail(ruleCallID)
 			}
 			m.toolCallID = &s
 			return err
 		}
-		return w.unknown()
+		return w.Unknown()
 	}); err != nil {
 		return err
 	}
@@ -131,30 +125,30 @@ func (d *chatDecoder) addMessage(m *message) error {
 	case "tool":
 		role = protocol.RoleTool
 	case "":
-		return w.failAt("role", ruleRequired)
+		return w.FailAt("role", ruleRequired)
 	default:
-		return w.failAt("role", ruleRole)
+		return w.FailAt("role", ruleRole)
 	}
 	if role != protocol.RoleAssistant {
 		switch {
 		case m.sawToolCalls:
-			return w.failAt("tool_calls", ruleNotForRole)
+			return w.FailAt("tool_calls", ruleNotForRole)
 		case m.refusal != nil:
-			return w.failAt("refusal", ruleNotForRole)
+			return w.FailAt("refusal", ruleNotForRole)
 		case !m.content.present():
-			return w.failAt("content", ruleRequired)
+			return w.FailAt("content", ruleRequired)
 		}
 	}
 	if role != protocol.RoleTool && m.toolCallID != nil {
-		return w.failAt("tool_call_id", ruleNotForRole)
+		return w.FailAt("tool_call_id", ruleNotForRole)
 	}
 	for i, cp := range m.content.parts {
 		if allowed&partTypes[cp.typ] == 0 {
-			w.push("content")
-			w.pushIndex(i)
-			err := w.failAt("type", rulePartForRole)
-			w.pop()
-			w.pop()
+			w.Enter("content")
+			w.EnterIndex(i)
+			err := w.FailAt("type", rulePartForRole)
+			w.Leave()
+			w.Leave()
 			return err
 		}
 	}
@@ -163,7 +157,7 @@ func (d *chatDecoder) addMessage(m *message) error {
 	switch role {
 	case protocol.RoleTool:
 		if m.toolCallID == nil {
-			return w.failAt("tool_call_id", ruleRequired)
+			return w.FailAt("tool_call_id", ruleRequired)
 		}
 		result := protocol.Part{Type: protocol.PartToolResult, CallID: *m.toolCallID, Content: &protocol.ToolContent{Text: m.content.text}}
 		if m.content.text == nil {
@@ -177,7 +171,7 @@ func (d *chatDecoder) addMessage(m *message) error {
 		return nil
 	case protocol.RoleAssistant:
 		if !m.content.present() && m.refusal == nil && len(m.toolCalls) == 0 {
-			return w.fail(ruleAssistant)
+			return w.Fail(ruleAssistant)
 		}
 	}
 	// User parts keep the default role, which is user.
@@ -212,19 +206,24 @@ func (d *chatDecoder) addMessage(m *message) error {
 // content reads a message's content: a string, a non-empty array of parts, or null.
 func (d *chatDecoder) content(c *content) error {
 	w := d.w
-	t, err := w.token()
-	if err != nil || t == nil {
+	switch w.Kind() {
+	case 'n':
+		_, err := w.Null()
 		return err
-	}
-	if s, ok := t.(string); ok {
-		c.text = &s
-		return nil
-	}
-	if !isArray(t) {
-		return w.fail(ruleContent)
+	case '"':
+		s, err := w.Str()
+		if err == nil {
+			c.text = &s
+		}
+		return err
+	case jsontext.KindInvalid:
+		return w.Skip() // the syntax error
+	case '[':
+	default:
+		return w.Fail(ruleContent)
 	}
 	parts := []contentPart{}
-	if err := w.array(t, func(int) error {
+	if err := w.Array(func(int) error {
 		cp, err := d.contentPart()
 		parts = append(parts, cp)
 		return err
@@ -232,7 +231,7 @@ func (d *chatDecoder) content(c *content) error {
 		return err
 	}
 	if len(parts) == 0 {
-		return w.fail(ruleContent)
+		return w.Fail(ruleContent)
 	}
 	c.parts = parts
 	return nil
@@ -246,38 +245,34 @@ func (d *chatDecoder) contentPart() (contentPart, error) {
 		seen                                                                        uint8
 		sawURL, sawData, sawFormat, sawFileData, sawFileID                          bool
 	)
-	t, err := w.token()
-	if err != nil {
-		return contentPart{}, err
-	}
-	err = w.object(t, func(key string) error {
+	err := w.Members(func(key string) error {
 		var err error
 		switch key {
 		case "type":
-			typ, err = w.str()
+			typ, err = w.Str()
 		case "text":
 			seen |= memText
-			text, err = w.str()
+			text, err = w.Str()
 		case "refusal":
 			seen |= memRefusal
-			refusal, err = w.str()
+			refusal, err = w.Str()
 		case "image_url":
 			seen |= memImageURL
 			err = d.members(func(key string) (err error) {
 				switch key {
 				case "url":
 					sawURL = true
-					url, err = w.str()
+					url, err = w.Str()
 				case "detail":
 					// Accepted and dropped (spec/compat.md): no native option carries
 					// a resolution hint, so each provider's default applies.
 					var ok bool
-					detail, ok, err = w.optStr()
+					detail, ok, err = w.OptStr()
 					if err == nil && ok && detail != "auto" && detail != "low" && detail != "high" && detail != "original" {
-						err = w.fail(ruleDetail)
+						err = w.Fail(ruleDetail)
 					}
 				default:
-					err = w.unknown()
+					err = w.Unknown()
 				}
 				return err
 			})
@@ -287,12 +282,12 @@ func (d *chatDecoder) contentPart() (contentPart, error) {
 				switch key {
 				case "data":
 					sawData = true
-					audioData, err = w.str()
+					audioData, err = w.Str()
 				case "format":
 					sawFormat = true
-					audioFormat, err = w.str()
+					audioFormat, err = w.Str()
 				default:
-					err = w.unknown()
+					err = w.Unknown()
 				}
 				return err
 			})
@@ -302,22 +297,22 @@ func (d *chatDecoder) contentPart() (contentPart, error) {
 				switch key {
 				case "file_data":
 					sawFileData = true
-					fileData, err = w.str()
+					fileData, err = w.Str()
 				case "filename":
-					fileName, _, err = w.optStr()
+					fileName, _, err = w.OptStr()
 				case "file_id":
 					sawFileID = true
-					_, _, err = w.optStr()
+					_, _, err = w.OptStr()
 					if err == nil {
-						err = w.fail(ruleFileDataID)
+						err = w.Fail(ruleFileDataID)
 					}
 				default:
-					err = w.unknown()
+					err = w.Unknown()
 				}
 				return err
 			})
 		default:
-			err = w.unknown()
+			err = w.Unknown()
 		}
 		return err
 	})
@@ -327,25 +322,25 @@ func (d *chatDecoder) contentPart() (contentPart, error) {
 	need, known := partTypes[typ]
 	switch {
 	case typ == "":
-		return contentPart{}, w.failAt("type", ruleRequired)
+		return contentPart{}, w.FailAt("type", ruleRequired)
 	case !known:
-		return contentPart{}, w.failAt("type", rulePartType)
+		return contentPart{}, w.FailAt("type", rulePartType)
 	}
 	if extra := seen &^ need; extra != 0 {
 		for i, name := range partMembers {
 			if extra&(1<<i) != 0 {
-				return contentPart{}, w.failAt(name, ruleNotForPart)
+				return contentPart{}, w.FailAt(name, ruleNotForPart)
 			}
 		}
 	}
 	if seen&need == 0 {
-		return contentPart{}, w.failAt(partMembers[bitIndex(need)], ruleRequired)
+		return contentPart{}, w.FailAt(partMembers[bitIndex(need)], ruleRequired)
 	}
 	// where refuses member of the part's object (image_url, input_audio, file) with rule.
 	where := func(object, member, rule string) (contentPart, error) {
-		w.push(object)
-		defer w.pop()
-		return contentPart{}, w.failAt(member, rule)
+		w.Enter(object)
+		defer w.Leave()
+		return contentPart{}, w.FailAt(member, rule)
 	}
 	var p protocol.Part
 	switch typ {
@@ -386,11 +381,7 @@ func (d *chatDecoder) contentPart() (contentPart, error) {
 
 // members reads an object with member.
 func (d *chatDecoder) members(member func(key string) error) error {
-	t, err := d.w.token()
-	if err != nil {
-		return err
-	}
-	return d.w.object(t, member)
+	return d.w.Members(member)
 }
 
 // bitIndex is the position of the single bit set in b.
@@ -406,39 +397,34 @@ func bitIndex(b uint8) int {
 // toolCalls reads an assistant message's tool_calls: function calls.
 func (d *chatDecoder) toolCalls(m *message) error {
 	w := d.w
-	t, err := w.token()
-	if err != nil || t == nil {
+	if null, err := w.Null(); null || err != nil {
 		return err
 	}
-	return w.array(t, func(int) error {
+	return w.Array(func(int) error {
 		var id, typ, name, arguments string
 		var sawID, sawArgs bool
-		t, err := w.token()
-		if err != nil {
-			return err
-		}
-		if err := w.object(t, func(key string) (err error) {
+		if err := w.Members(func(key string) (err error) {
 			switch key {
 			case "id":
 				sawID = true
-				id, err = w.str()
+				id, err = w.Str()
 			case "type":
-				typ, err = w.str()
+				typ, err = w.Str()
 			case "function":
 				err = d.members(func(key string) (err error) {
 					switch key {
 					case "name":
-						name, err = w.str()
+						name, err = w.Str()
 					case "arguments":
 						sawArgs = true
-						arguments, err = w.str()
+						arguments, err = w.Str()
 					default:
-						err = w.unknown()
+						err = w.Unknown()
 					}
 					return err
 				})
 			default:
-				err = w.unknown()
+				err = w.Unknown()
 			}
 			return err
 		}); err != nil {
@@ -446,19 +432,19 @@ func (d *chatDecoder) toolCalls(m *message) error {
 		}
 		switch {
 		case !sawID:
-			return w.failAt("id", ruleRequired)
+			return w.FailAt("id", ruleRequired)
 		case !validCallID(id):
-			return w.failAt("id", ruleCallID)
+			return w.FailAt("id", ruleCallID)
 		case typ != "function":
-			return w.failAt("type", ruleFunctionType)
+			return w.FailAt("type", ruleFunctionType)
 		}
-		w.push("function")
-		defer w.pop()
+		w.Enter("function")
+		defer w.Leave()
 		switch {
 		case !toolNameRE.MatchString(name):
-			return w.failAt("name", ruleToolName)
+			return w.FailAt("name", ruleToolName)
 		case !sawArgs:
-			return w.failAt("arguments", ruleRequired)
+			return w.FailAt("arguments", ruleRequired)
 		}
 		m.toolCalls = append(m.toolCalls, protocol.Part{
 			Type: protocol.PartToolCall, Role: protocol.RoleAssistant, CallID: id, Name: name, Arguments: arguments,

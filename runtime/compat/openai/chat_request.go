@@ -7,6 +7,9 @@ import (
 	"strconv"
 	"unicode/utf8"
 
+	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/switchboard-dev/switchboard/runtime/compat"
 	"github.com/switchboard-dev/switchboard/runtime/protocol"
 )
 
@@ -15,7 +18,7 @@ import (
 // every other one is refused with its OpenAI location.
 
 // chatNames are the member names of OpenAI's Chat Completions request schema, those the
-// door takes and those it refuses alike: a location may name them (walker.loc).
+// door takes and those it refuses alike: a location may name them (compat.Walker.Loc).
 var chatNames = setOf(
 	// request
 	"model", "messages", "tools", "tool_choice", "stream", "stream_options", "max_tokens",
@@ -47,6 +50,7 @@ func setOf(names ...string) map[string]string {
 // Fixed rules of Chat Completions refusals.
 const (
 	ruleRequired      = "required"
+	ruleUnsupported   = "not supported by this front door"
 	ruleRole          = "must be one of system, developer, user, assistant, tool"
 	ruleContent       = "must be a string or a non-empty array of content parts"
 	ruleTextContent   = "must be a string or a non-empty array of text parts"
@@ -96,9 +100,13 @@ type chatRequest struct {
 	native       protocol.Request
 }
 
-// decodeChat decodes a Chat Completions body. Every error is a *fieldError.
+// chatWalk are Chat Completions' schema names and wording to the shared walker. A value
+// read whole (a tool's parameters, a response schema) is passed on as sent.
+var chatWalk = compat.WalkOptions{Names: chatNames, Duplicate: "repeats a member", Unsupported: ruleUnsupported}
+
+// decodeChat decodes a Chat Completions body. Every error is a *compat.Refusal.
 func decodeChat(body []byte) (*chatRequest, error) {
-	d := chatDecoder{w: newWalker(body, chatNames)}
+	d := chatDecoder{w: compat.NewWalker(body, &chatWalk)}
 	if err := d.request(); err != nil {
 		return nil, err
 	}
@@ -107,7 +115,7 @@ func decodeChat(body []byte) (*chatRequest, error) {
 
 // chatDecoder holds the state of one decoding.
 type chatDecoder struct {
-	w   *walker
+	w   *compat.Walker
 	req chatRequest
 
 	tools    []protocol.Part
@@ -121,17 +129,13 @@ type chatDecoder struct {
 
 func (d *chatDecoder) request() error {
 	w := d.w
-	t, err := w.token()
-	if err != nil {
-		return err
-	}
-	if open, ok := t.(json.Delim); !ok || open != '{' {
+	if k := w.Kind(); k != '{' && k != jsontext.KindInvalid {
 		return refuse("body", "must be a JSON object")
 	}
-	if err := w.object(t, d.field); err != nil {
+	if err := w.Members(d.field); err != nil {
 		return err
 	}
-	if err := w.end(); err != nil {
+	if err := w.End(); err != nil {
 		return err
 	}
 	return d.finish()
@@ -142,12 +146,12 @@ func (d *chatDecoder) field(key string) error {
 	w := d.w
 	switch key {
 	case "model":
-		s, err := w.str()
+		s, err := w.Str()
 		if err != nil {
 			return err
 		}
 		if s == "" {
-			return w.fail(ruleRequired)
+			return w.Fail(ruleRequired)
 		}
 		d.req.model, d.sawModel = s, true
 	case "messages":
@@ -158,53 +162,53 @@ func (d *chatDecoder) field(key string) error {
 	case "tool_choice":
 		return d.toolChoice()
 	case "stream":
-		v, err := w.optBool()
+		v, err := w.OptBool()
 		d.req.stream = v
 		return err
 	case "stream_options":
-		ok, err := w.optObject(func(key string) error {
+		ok, err := w.OptMembers(func(key string) error {
 			switch key {
 			case "include_usage":
-				v, err := w.optBool()
+				v, err := w.OptBool()
 				d.req.includeUsage = v
 				return err
 			case "include_obfuscation":
 				// Chunks never carry obfuscation padding: asking for none is what
 				// the door does, asking for it is refused.
-				v, err := w.optBool()
+				v, err := w.OptBool()
 				if err == nil && v {
-					err = w.fail(ruleObfuscation)
+					err = w.Fail(ruleObfuscation)
 				}
 				return err
 			}
-			return w.unknown()
+			return w.Unknown()
 		})
 		d.streamOptions = ok
 		return err
 	case "max_tokens", "max_completion_tokens":
-		n, ok, err := w.optNumber()
+		n, ok, err := w.OptNumber()
 		if err != nil || !ok {
 			return err
 		}
-		if v, err := strconv.ParseInt(string(n), 10, 64); err != nil || v < 1 || v > protocol.MaxGenerationTokens {
-			return w.fail(ruleTokens)
+		if v, err := strconv.ParseInt(n, 10, 64); err != nil || v < 1 || v > protocol.MaxGenerationTokens {
+			return w.Fail(ruleTokens)
 		}
 		if key == "max_tokens" {
-			d.maxTokens = n
+			d.maxTokens = json.Number(n)
 		} else {
-			d.maxCompletionTokens = n
+			d.maxCompletionTokens = json.Number(n)
 		}
 	case "temperature":
 		return d.number(protocol.GenerationTemperature, 2, ruleTemperature)
 	case "top_p":
 		return d.number(protocol.GenerationTopP, 1, ruleTopP)
 	case "seed":
-		n, ok, err := w.optNumber()
+		n, ok, err := w.OptNumber()
 		if err != nil || !ok {
 			return err
 		}
-		if _, err := strconv.ParseInt(string(n), 10, 64); err != nil {
-			return w.fail(ruleSeed)
+		if _, err := strconv.ParseInt(n, 10, 64); err != nil {
+			return w.Fail(ruleSeed)
 		}
 		d.extension(protocol.GenerationSeed, json.RawMessage(n))
 	case "stop":
@@ -212,20 +216,20 @@ func (d *chatDecoder) field(key string) error {
 	case "response_format":
 		return d.responseFormat()
 	case "n":
-		n, ok, err := w.optNumber()
+		n, ok, err := w.OptNumber()
 		if err != nil || !ok {
 			return err
 		}
 		if n != "1" {
-			return w.fail(ruleNOne)
+			return w.Fail(ruleNOne)
 		}
 	case "user":
-		s, ok, err := w.optStr()
+		s, ok, err := w.OptStr()
 		if err != nil || !ok {
 			return err
 		}
 		if utf8.RuneCountInString(s) > protocol.MaxMetadataValueLength {
-			return w.fail(ruleUser)
+			return w.Fail(ruleUser)
 		}
 		d.user = &s
 	case "metadata":
@@ -233,22 +237,30 @@ func (d *chatDecoder) field(key string) error {
 	case "parallel_tool_calls":
 		// Accepted and not forwarded (spec/compat.md): no native option says how many
 		// calls a model may make at once, and every provider's default allows several.
-		_, err := w.optBool()
+		_, err := w.OptBool()
 		return err
 	default:
-		return w.unknown()
+		return w.Unknown()
 	}
 	return nil
 }
 
+// optRawObject reads an object whole, as sent, or null (nil).
+func optRawObject(w *compat.Walker) (json.RawMessage, error) {
+	if null, err := w.Null(); null || err != nil {
+		return nil, err
+	}
+	return w.RawObject(false)
+}
+
 // number reads an optional number in [0, hi] into extension key.
 func (d *chatDecoder) number(key string, hi float64, rule string) error {
-	n, ok, err := d.w.optNumber()
+	n, ok, err := d.w.OptNumber()
 	if err != nil || !ok {
 		return err
 	}
-	if v, err := n.Float64(); err != nil || v < 0 || v > hi || math.IsNaN(v) {
-		return d.w.fail(rule)
+	if v, err := strconv.ParseFloat(n, 64); err != nil || v < 0 || v > hi || math.IsNaN(v) {
+		return d.w.Fail(rule)
 	}
 	d.extension(key, json.RawMessage(n))
 	return nil
@@ -268,20 +280,20 @@ func (d *chatDecoder) require(c protocol.Capability) {
 
 func (d *chatDecoder) stop() error {
 	w := d.w
-	t, err := w.token()
-	if err != nil || t == nil {
-		return err
-	}
 	var stops []string
-	switch v := t.(type) {
-	case string:
-		stops = []string{v}
-	default:
-		if !isArray(t) {
-			return w.fail(ruleStop)
+	switch w.Kind() {
+	case 'n':
+		_, err := w.Null()
+		return err
+	case '"':
+		s, err := w.Str()
+		if err != nil {
+			return err
 		}
-		if err := w.array(t, func(int) error {
-			s, err := w.str()
+		stops = []string{s}
+	case '[':
+		if err := w.Array(func(int) error {
+			s, err := w.Str()
 			stops = append(stops, s)
 			return err
 		}); err != nil {
@@ -290,13 +302,17 @@ func (d *chatDecoder) stop() error {
 		if len(stops) == 0 {
 			return nil
 		}
+	case jsontext.KindInvalid:
+		return w.Skip() // the syntax error
+	default:
+		return w.Fail(ruleStop)
 	}
 	if len(stops) > maxStop {
-		return w.fail(ruleStop)
+		return w.Fail(ruleStop)
 	}
 	for _, s := range stops {
 		if s == "" || utf8.RuneCountInString(s) > maxStopLength {
-			return w.fail(ruleStop)
+			return w.Fail(ruleStop)
 		}
 	}
 	b, _ := json.Marshal(stops) // strings always encode
@@ -307,17 +323,16 @@ func (d *chatDecoder) stop() error {
 func (d *chatDecoder) metadataField() error {
 	w := d.w
 	m := map[string]string{}
-	ok, err := w.optObject(func(key string) error {
+	ok, err := w.OptMembers(func(key string) error {
 		if len(m) == protocol.MaxMetadataEntries {
 			return refuse("metadata", ruleMetaCount)
 		}
-		t, err := w.token()
+		if k := w.Kind(); k != '"' && k != jsontext.KindInvalid {
+			return refuse("metadata", ruleMetaValue)
+		}
+		v, err := w.Str()
 		if err != nil {
 			return err
-		}
-		v, isStr := t.(string)
-		if !isStr {
-			return refuse("metadata", ruleMetaValue)
 		}
 		m[key] = v
 		return nil
@@ -336,46 +351,50 @@ func (d *chatDecoder) metadataField() error {
 // "function":{"name"}}.
 func (d *chatDecoder) toolChoice() error {
 	w := d.w
-	t, err := w.token()
-	if err != nil || t == nil {
+	switch w.Kind() {
+	case 'n':
+		_, err := w.Null()
 		return err
-	}
-	if s, ok := t.(string); ok {
+	case '"':
+		s, err := w.Str()
+		if err != nil {
+			return err
+		}
 		if s != "none" && s != "auto" && s != "required" {
-			return w.fail(ruleToolChoice)
+			return w.Fail(ruleToolChoice)
 		}
 		d.extension(protocol.GenerationToolChoice, jsonString(toolChoiceValue(s, "")))
 		return nil
 	}
 	var typ, name string
-	if err := w.object(t, func(key string) error {
+	if err := w.Members(func(key string) error {
 		switch key {
 		case "type":
-			s, err := w.str()
+			s, err := w.Str()
 			typ = s
 			return err
 		case "function":
-			_, err := w.optObject(func(key string) error {
+			_, err := w.OptMembers(func(key string) error {
 				if key != "name" {
-					return w.unknown()
+					return w.Unknown()
 				}
-				s, err := w.str()
+				s, err := w.Str()
 				name = s
 				return err
 			})
 			return err
 		}
-		return w.unknown()
+		return w.Unknown()
 	}); err != nil {
 		return err
 	}
 	if typ != "function" {
-		return w.failAt("type", ruleFunctionType)
+		return w.FailAt("type", ruleFunctionType)
 	}
 	if !toolNameRE.MatchString(name) {
-		w.push("function")
-		defer w.pop()
-		return w.failAt("name", ruleToolName)
+		w.Enter("function")
+		defer w.Leave()
+		return w.FailAt("name", ruleToolName)
 	}
 	d.extension(protocol.GenerationToolChoice, jsonString(toolChoiceValue("", name)))
 	return nil
@@ -387,40 +406,40 @@ func (d *chatDecoder) responseFormat() error {
 	var typ, name string
 	var schema json.RawMessage
 	sawSchema := false
-	ok, err := w.optObject(func(key string) error {
+	ok, err := w.OptMembers(func(key string) error {
 		switch key {
 		case "type":
-			s, err := w.str()
+			s, err := w.Str()
 			typ = s
 			return err
 		case "json_schema":
 			sawSchema = true
-			_, err := w.optObject(func(key string) error {
+			_, err := w.OptMembers(func(key string) error {
 				switch key {
 				case "name":
-					s, err := w.str()
+					s, err := w.Str()
 					name = s
 					return err
 				case "schema":
-					raw, err := w.rawObject()
+					raw, err := optRawObject(w)
 					schema = raw
 					return err
 				case "description":
 					// Accepted and dropped (spec/compat.md): no native option carries
 					// it; the schema's own descriptions still reach the model.
-					_, _, err := w.optStr()
+					_, _, err := w.OptStr()
 					return err
 				case "strict":
 					// Accepted: a schema is always enforced as strictly as the
 					// provider can (structured_output).
-					_, err := w.optBool()
+					_, err := w.OptBool()
 					return err
 				}
-				return w.unknown()
+				return w.Unknown()
 			})
 			return err
 		}
-		return w.unknown()
+		return w.Unknown()
 	})
 	if err != nil || !ok {
 		return err
@@ -428,31 +447,31 @@ func (d *chatDecoder) responseFormat() error {
 	switch typ {
 	case "text":
 		if sawSchema {
-			return w.failAt("json_schema", ruleNotForPart)
+			return w.FailAt("json_schema", ruleNotForPart)
 		}
 	case "json_object":
 		if sawSchema {
-			return w.failAt("json_schema", ruleNotForPart)
+			return w.FailAt("json_schema", ruleNotForPart)
 		}
 		d.extension(protocol.GenerationResponseFormat, jsonString("json"))
 		d.require(protocol.CapOutputJSON)
 	case "json_schema":
-		w.push("json_schema")
-		defer w.pop()
+		w.Enter("json_schema")
+		defer w.Leave()
 		if !sawSchema {
-			return w.fail(ruleRequired)
+			return w.Fail(ruleRequired)
 		}
 		if !schemaNameRE.MatchString(name) {
-			return w.failAt("name", ruleSchemaName)
+			return w.FailAt("name", ruleSchemaName)
 		}
 		if schema == nil {
-			return w.failAt("schema", ruleRequired)
+			return w.FailAt("schema", ruleRequired)
 		}
 		d.extension(protocol.GenerationResponseSchema, upstreamSchema(schema))
 		d.extension(protocol.GenerationResponseSchemaName, jsonString(name))
 		d.require(protocol.CapStructuredOutput)
 	default:
-		return w.failAt("type", ruleRespFormat)
+		return w.FailAt("type", ruleRespFormat)
 	}
 	return nil
 }
@@ -460,63 +479,54 @@ func (d *chatDecoder) responseFormat() error {
 // toolList reads tools: function tools only.
 func (d *chatDecoder) toolList() error {
 	w := d.w
-	t, err := w.token()
-	if err != nil || t == nil {
+	if null, err := w.Null(); null || err != nil {
 		return err
 	}
-	return w.array(t, func(int) error {
+	return w.Array(func(int) error {
 		var typ, name, description string
 		var params json.RawMessage
-		t, err := w.token()
-		if err != nil {
-			return err
-		}
-		if err := w.object(t, func(key string) error {
+		if err := w.Members(func(key string) error {
 			switch key {
 			case "type":
-				s, err := w.str()
+				s, err := w.Str()
 				typ = s
 				return err
 			case "function":
-				t, err := w.token()
-				if err != nil {
-					return err
-				}
-				return w.object(t, func(key string) error {
+				return w.Members(func(key string) error {
 					switch key {
 					case "name":
-						s, err := w.str()
+						s, err := w.Str()
 						name = s
 						return err
 					case "description":
-						s, _, err := w.optStr()
+						s, _, err := w.OptStr()
 						description = s
 						return err
 					case "parameters":
-						raw, err := w.rawObject()
+						raw, err := optRawObject(w)
 						params = raw
 						return err
 					case "strict":
 						// Accepted: the schema is forwarded as given; how strictly a
 						// provider holds arguments to it is the provider's.
-						_, err := w.optBool()
+						_, err := w.OptBool()
 						return err
 					}
-					return w.unknown()
+					return w.Unknown()
 				})
 			}
-			return w.unknown()
+			return w.Unknown()
 		}); err != nil {
 			return err
 		}
 		if typ != "function" {
-			return w.failAt("type", ruleFunctionType)
+			return w.FailAt("type", ruleFunctionType)
 		}
 		p, field, rule := toolPart(name, description, params)
 		if rule != "" {
-			w.push("function")
-			defer w.pop()
-			return w.failAt(field, rule)
+			w.Enter("function")
+			defer w.Leave()
+			return w.FailAt(field, rule)
 		}
 		d.tools = append(d.tools, p)
 		return nil

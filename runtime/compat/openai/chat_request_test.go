@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/switchboard-dev/switchboard/runtime/compat"
 	"github.com/switchboard-dev/switchboard/runtime/protocol"
 )
 
@@ -243,15 +244,15 @@ func TestDecodeChatRefusals(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := decodeChat([]byte(tc.body))
-			var fe *fieldError
+			var fe *compat.Refusal
 			if !errors.As(err, &fe) {
 				t.Fatalf("error %v, want a refusal", err)
 			}
-			if fe.param != tc.param || fe.err.Message != tc.param+": "+tc.rule || fe.err.Code != protocol.CodeInvalidRequest {
-				t.Errorf("refusal %q (param %q), want %q", fe.err.Message, fe.param, tc.param+": "+tc.rule)
+			if fe.Loc != tc.param || fe.Err.Message != tc.param+": "+tc.rule || fe.Err.Code != protocol.CodeInvalidRequest {
+				t.Errorf("refusal %q (param %q), want %q", fe.Err.Message, fe.Loc, tc.param+": "+tc.rule)
 			}
-			if strings.Contains(strings.ToLower(fe.err.Message), strings.ToLower(marker)) {
-				t.Errorf("the refusal echoes the caller: %s", fe.err.Message)
+			if strings.Contains(strings.ToLower(fe.Err.Message), strings.ToLower(marker)) {
+				t.Errorf("the refusal echoes the caller: %s", fe.Err.Message)
 			}
 		})
 	}

@@ -2,9 +2,11 @@ package openai
 
 import (
 	"encoding/json"
+	"errors"
 	"net/http"
 	"strconv"
 
+	"github.com/switchboard-dev/switchboard/runtime/compat"
 	"github.com/switchboard-dev/switchboard/runtime/protocol"
 )
 
@@ -91,4 +93,27 @@ func errorResponse(w http.ResponseWriter, status int, e *protocol.Error, param *
 	}
 	w.WriteHeader(status)
 	return body
+}
+
+// The Chat Completions decoder reads a body with the front doors' shared walker
+// (compat.Walker), which names the OpenAI schema location of every refusal as OpenAI's
+// own param does: "messages[2].content[0].type". A member the schema does not know is
+// refused at its parent's location ("messages[2]: unknown field"), never with its name,
+// which the caller chose.
+
+// refuse is the refusal of location param violating rule, a fixed text.
+func refuse(param, rule string) *compat.Refusal { return compat.Refuse(param, rule) }
+
+// withParam serves h, answering a refusal of its request with the refused location as
+// the error's param, which OpenAI's SDKs expose; the server answers any other error.
+func withParam(h func(http.ResponseWriter, *http.Request) error) func(http.ResponseWriter, *http.Request) error {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		err := h(w, r)
+		var re *compat.Refusal
+		if errors.As(err, &re) {
+			_, _ = w.Write(errorResponse(w, http.StatusBadRequest, re.Err, &re.Loc))
+			return nil
+		}
+		return err
+	}
 }

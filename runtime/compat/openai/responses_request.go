@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/switchboard-dev/switchboard/runtime/compat"
 	"github.com/switchboard-dev/switchboard/runtime/protocol"
 )
 
@@ -342,7 +343,7 @@ func (d *respDecoder) item(v json.RawMessage, parts []protocol.Part) ([]protocol
 	}
 	fields := map[string]json.RawMessage{}
 	if err := respMembers(v, rpItem, func(key string, val json.RawMessage) error {
-		fields[key] = val
+		fields[key] = bytes.Clone(val)
 		return nil
 	}); err != nil {
 		return parts, err
@@ -530,7 +531,7 @@ func (d *respDecoder) content(v json.RawMessage, ps *respContentPaths, role prot
 	}
 	fields := map[string]json.RawMessage{}
 	if err := respMembers(v, ps.part, func(key string, val json.RawMessage) error {
-		fields[key] = val
+		fields[key] = bytes.Clone(val)
 		return nil
 	}); err != nil {
 		return protocol.Part{}, err
@@ -846,55 +847,47 @@ func (d *respDecoder) format(v json.RawMessage) error {
 // The JSON helpers below work on values json.Valid accepted as part of the body, so a
 // syntax error cannot occur; they never quote what they read in an error.
 
+// respWalk is how the shared walker reads Responses objects: each object the decoder
+// walks gets its own walker, located at its schema path (a respPath, entered as one
+// segment), so the walker's own refusals name the same closed set of locations.
+var respWalk = compat.WalkOptions{Duplicate: string(rrDuplicate)}
+
 // respMembers calls fn with each member of the JSON object v, in order, refusing a key
 // that repeats (encoding/json would keep the last one, and the body would mean one thing
-// here and another to a proxy).
+// here and another to a proxy). val is valid until fn returns.
 func respMembers(v json.RawMessage, at respPath, fn func(key string, val json.RawMessage) error) error {
-	if firstByte(v) != '{' {
-		return respInvalid(at, rrObject)
-	}
-	dec := json.NewDecoder(bytes.NewReader(v))
-	if _, err := dec.Token(); err != nil {
-		return respInvalid(at, rrObject)
-	}
-	var seen []string
-	for dec.More() {
-		tok, err := dec.Token()
-		key, ok := tok.(string)
-		if err != nil || !ok {
-			return respInvalid(at, rrObject)
-		}
-		var val json.RawMessage
-		if err := dec.Decode(&val); err != nil {
-			return respInvalid(at, rrObject)
-		}
-		if slices.Contains(seen, key) {
-			return respInvalid(at, rrDuplicate)
-		}
-		seen = append(seen, key)
-		if err := fn(key, val); err != nil {
+	w := compat.NewWalker(v, &respWalk)
+	w.Enter(string(at))
+	return respError(w.Object(func(key string) error {
+		val, err := w.RawValue()
+		if err != nil {
 			return err
 		}
-	}
-	return nil
+		return fn(key, val)
+	}))
 }
 
-// respElements calls fn with each element of the JSON array v.
+// respElements calls fn with each element of the JSON array v; el is valid until fn
+// returns.
 func respElements(v json.RawMessage, fn func(el json.RawMessage) error) error {
-	dec := json.NewDecoder(bytes.NewReader(v))
-	if _, err := dec.Token(); err != nil {
-		return respInvalid(rpBody, rrNotJSON)
-	}
-	for dec.More() {
-		var el json.RawMessage
-		if err := dec.Decode(&el); err != nil {
-			return respInvalid(rpBody, rrNotJSON)
-		}
-		if err := fn(el); err != nil {
+	w := compat.NewWalker(v, &respWalk)
+	return respError(w.Array(func(int) error {
+		el, err := w.RawValue()
+		if err != nil {
 			return err
 		}
+		return fn(el)
+	}))
+}
+
+// respError is err as the door's errors are, a *protocol.Error: the walker's refusals
+// carry their location in their message already.
+func respError(err error) error {
+	var re *compat.Refusal
+	if errors.As(err, &re) {
+		return re.Err
 	}
-	return nil
+	return err
 }
 
 // firstByte is the first byte of a JSON value, which says its kind.
