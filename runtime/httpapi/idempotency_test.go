@@ -175,6 +175,9 @@ func TestIdempotencyKeyLimit(t *testing.T) {
 			first = acc
 		}
 	}
+	// The accepted executions run in the background: let each make its adapter call
+	// before counting, so that a late one is not taken for the refused submission's.
+	eventually(t, "the accepted executions' adapter calls", func() bool { return e.calls.Load() >= limit })
 	creates, calls := e.store.creates.Load(), e.calls.Load()
 
 	a := e.call(t, http.MethodPost, "/v1/executions", aliceToken, chatBody, "Idempotency-Key", "alice-new")
