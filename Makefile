@@ -85,7 +85,7 @@ docker-build: ## Build the same image IMG from the Dockerfile with CONTAINER_TOO
 		--build-arg BUILD_DATE=$(BUILD_DATE) --build-arg SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) -t $(IMG) .
 
 .PHONY: demo
-demo: ## First run: standalone switchboard + demo provider, executions on five wire formats with curl.
+demo: ## First run: standalone switchboard + demo provider, executions on five wire formats and one call through each front door, with curl.
 	hack/demo.sh
 
 .PHONY: run
