@@ -550,7 +550,7 @@ func (d *requestDecoder) partField(p *Part, f fieldSet, ps *partPaths, nested bo
 		}
 		p.MediaType = s
 	case fieldData:
-		if !canonicalBase64(s) {
+		if !CanonicalBase64(s) {
 			return violation(path, rBase64)
 		}
 		p.Data = s

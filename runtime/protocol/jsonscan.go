@@ -383,11 +383,12 @@ func (n exactNumber) cmp(b int64) int {
 // within reports whether lo ≤ n ≤ hi.
 func (n exactNumber) within(lo, hi int64) bool { return n.cmp(lo) >= 0 && n.cmp(hi) <= 0 }
 
-// canonicalBase64 reports whether s is non-empty canonical standard base64, the language
+// CanonicalBase64 reports whether s is non-empty canonical standard base64, the language
 // of Base64Pattern: padded to a multiple of four, no line breaks or other bytes outside
 // the alphabet, and zero bits in the padding so that one byte string has one encoding.
-// It runs in one pass without allocating, for multi-megabyte media.
-func canonicalBase64(s string) bool {
+// It runs in one pass without allocating, for multi-megabyte media. Front doors check
+// the media they translate with it, so that what they accept the native decoder does.
+func CanonicalBase64(s string) bool {
 	n := len(s)
 	if n == 0 || n%4 != 0 {
 		return false

@@ -19,13 +19,13 @@ func TestCanonicalBase64(t *testing.T) {
 	strict := base64.StdEncoding.Strict()
 	check := func(s string) {
 		t.Helper()
-		got := canonicalBase64(s)
+		got := CanonicalBase64(s)
 		if want := s != "" && re.MatchString(s); got != want {
-			t.Fatalf("canonicalBase64(%q) = %v, pattern says %v", s, got, want)
+			t.Fatalf("CanonicalBase64(%q) = %v, pattern says %v", s, got, want)
 		}
 		_, err := strict.DecodeString(s)
 		if want := s != "" && err == nil && !strings.ContainsAny(s, "\r\n"); got != want {
-			t.Fatalf("canonicalBase64(%q) = %v, strict decoding says %v", s, got, want)
+			t.Fatalf("CanonicalBase64(%q) = %v, strict decoding says %v", s, got, want)
 		}
 	}
 	for _, s := range []string{"", "A", "AA", "AAA", "AAAA", "QQ==", "QR==", "QUI=", "QUJ=", "Q===",

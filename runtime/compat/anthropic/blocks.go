@@ -372,7 +372,7 @@ func (d *decoder) media(b *block, t protocol.PartType) (protocol.Part, error) {
 		if err := d.mediaType(s.mediaType, t); err != nil {
 			return p, err
 		}
-		if !canonicalBase64(s.data) {
+		if !protocol.CanonicalBase64(s.data) {
 			d.Enter("data")
 			return p, d.Fail("must be non-empty canonical standard base64 (padded, no line breaks)")
 		}
@@ -670,33 +670,6 @@ func longer(a, b string) string {
 		return "1h"
 	}
 	return "5m"
-}
-
-// canonicalBase64 reports whether s is non-empty canonical standard base64: padded, of
-// the standard alphabet only, with zero padding bits (protocol.Base64Pattern), so that
-// the native decoder accepts it too.
-func canonicalBase64(s string) bool {
-	if s == "" || len(s)%4 != 0 {
-		return false
-	}
-	body, last := s[:len(s)-4], s[len(s)-4:]
-	for i := 0; i < len(body); i++ {
-		if !isBase64(body[i]) {
-			return false
-		}
-	}
-	switch {
-	case last[3] != '=':
-		return isBase64(last[0]) && isBase64(last[1]) && isBase64(last[2]) && isBase64(last[3])
-	case last[2] == '=':
-		return isBase64(last[0]) && strings.IndexByte("AQgw", last[1]) >= 0
-	default:
-		return isBase64(last[0]) && isBase64(last[1]) && strings.IndexByte("AEIMQUYcgkosw048", last[2]) >= 0
-	}
-}
-
-func isBase64(c byte) bool {
-	return 'A' <= c && c <= 'Z' || 'a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '+' || c == '/'
 }
 
 // isWebURL reports whether s is an http or https URL the native decoder accepts as a

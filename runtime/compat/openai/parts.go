@@ -61,47 +61,6 @@ func parseDataURL(s string) (mediaType, data string, ok bool) {
 	return strings.ToLower(strings.TrimSpace(params[0])), data, true
 }
 
-// canonicalBase64 reports whether s is what the native API takes as media data
-// (protocol.Base64Pattern): non-empty, padded, only the standard alphabet, and zero
-// padding bits. One pass, no allocation: media can be megabytes.
-func canonicalBase64(s string) bool {
-	n := len(s)
-	if n == 0 || n%4 != 0 {
-		return false
-	}
-	body := n
-	switch {
-	case s[n-2] == '=' && s[n-1] == '=':
-		body = n - 2
-		if v := base64Value[s[n-3]]; v < 0 || v&0x0f != 0 {
-			return false
-		}
-	case s[n-1] == '=':
-		body = n - 1
-		if v := base64Value[s[n-2]]; v < 0 || v&0x03 != 0 {
-			return false
-		}
-	}
-	for i := 0; i < body; i++ {
-		if base64Value[s[i]] < 0 {
-			return false
-		}
-	}
-	return true
-}
-
-// base64Value maps a byte to its value in the standard alphabet, or -1.
-var base64Value = func() (t [256]int8) {
-	const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
-	for i := range t {
-		t[i] = -1
-	}
-	for i := 0; i < len(alphabet); i++ {
-		t[alphabet[i]] = int8(i)
-	}
-	return t
-}()
-
 // imageExtensions give an image referenced by URL its media type, from the extension of
 // the URL's path.
 var imageExtensions = map[string]string{
@@ -123,7 +82,7 @@ func imagePart(url string) (protocol.Part, string) {
 		if !strings.HasPrefix(mt, "image/") || !mediaTypeRE.MatchString(mt) {
 			return protocol.Part{}, ruleImageURL
 		}
-		if !canonicalBase64(data) {
+		if !protocol.CanonicalBase64(data) {
 			return protocol.Part{}, ruleBase64
 		}
 		return protocol.Part{Type: protocol.PartImage, MediaType: mt, Data: data}, ""
@@ -156,7 +115,7 @@ func audioPart(data, format string) (p protocol.Part, field, rule string) {
 	if mt == "" {
 		return protocol.Part{}, "format", ruleAudioFmt
 	}
-	if !canonicalBase64(data) {
+	if !protocol.CanonicalBase64(data) {
 		return protocol.Part{}, "data", ruleBase64
 	}
 	return protocol.Part{Type: protocol.PartAudio, MediaType: mt, Data: data}, "", ""
@@ -194,7 +153,7 @@ func filePart(fileData, filename string) (p protocol.Part, field, rule string) {
 			mt = defaultFileType
 		}
 	}
-	if !canonicalBase64(data) {
+	if !protocol.CanonicalBase64(data) {
 		return protocol.Part{}, "file_data", ruleBase64
 	}
 	return protocol.Part{Type: protocol.PartFile, MediaType: mt, Data: data, Name: filename}, "", ""
