@@ -30,6 +30,7 @@ package eventstore
 import (
 	"context"
 	"encoding/json"
+	"strconv"
 	"time"
 
 	"github.com/switchboard-dev/switchboard/runtime/protocol"
@@ -354,4 +355,79 @@ type Reservation struct {
 	// Created is set by the store when the execution was created for the reservation
 	// (see Log.Create); Reserve ignores the caller's value.
 	Created bool
+}
+
+// Budgets holds the counters of spend limits (spec/budgets.md): what executions have
+// reserved and spent in each window of each Budget, and what each running execution
+// holds. The store knows counters, amounts and limits, never Budgets, prices or
+// windows: the runtime names the counters (a Budget's uid, a window's start, a unit,
+// a subject) and computes the amounts.
+type Budgets interface {
+	// Hold reserves, in one atomic step across every replica, holds[i].Amount on each
+	// counter holds[i].Counter for execution id, after giving back whatever id held
+	// before (so the holds of an execution that falls back to another model replace
+	// those of the first). Either every counter takes its amount or nothing changes: a
+	// counter takes it when its Limit is <= 0 (counted, never refused: an Audit
+	// Budget's) or when its value plus the amount stays <= Limit. On a refusal Hold
+	// returns a *HoldRefusedError naming the first hold that did not fit, and id keeps
+	// what it held before. A counter lives until the latest Expires of the holds that
+	// touched it (a window's end plus some slack); note is opaque to the store and
+	// returned by Pending. An empty id or counter, a negative amount, a zero Expires or
+	// the same counter twice gives ErrInvalid. An empty holds gives back what id held
+	// and holds nothing.
+	Hold(ctx context.Context, id string, holds []Hold, note json.RawMessage) error
+
+	// Settle ends execution id's holds exactly once: each held counter is changed by
+	// spent[hold.Unit] - hold.Amount (a unit missing from spent counts 0), never
+	// below 0, and the holds are forgotten, in one atomic step. It reports whether id
+	// held anything: of two replicas settling one execution, one gets true and the
+	// other false, having changed nothing. Negative spent amounts give ErrInvalid.
+	Settle(ctx context.Context, id string, spent map[string]int64) (settled bool, err error)
+
+	// Pending returns at most limit (limit <= 0: 100) executions holding something
+	// since before `before`, oldest first, for the sweeper that settles those whose
+	// runner died after their terminal event. The list is a hint: Settle decides.
+	Pending(ctx context.Context, before time.Time, limit int) ([]PendingHold, error)
+
+	// Counters returns the values of the named counters, 0 for one that does not
+	// exist (never used, or expired), in the order of names.
+	Counters(ctx context.Context, names []string) ([]int64, error)
+}
+
+// Hold is one amount an execution reserves on one counter.
+type Hold struct {
+	// Counter names the counter (opaque to the store).
+	Counter string
+	// Unit is what Settle's spent amount for this counter is keyed by: "cost" (in
+	// micro-units of a currency), "tokens" or "requests".
+	Unit string
+	// Amount is what is reserved, >= 0.
+	Amount int64
+	// Limit is the most the counter may hold after the reservation; <= 0: no limit.
+	Limit int64
+	// Expires is when the counter may be forgotten: the end of its window plus slack.
+	Expires time.Time
+}
+
+// PendingHold is an execution that holds something (Budgets.Pending).
+type PendingHold struct {
+	// ID is the execution id.
+	ID string
+	// Since is when its holds were last made, on the store's clock.
+	Since time.Time
+	// Note is the note of its last Hold.
+	Note json.RawMessage
+}
+
+// HoldRefusedError is the refusal of Budgets.Hold: the counter of Holds[Index] cannot
+// take its amount without passing its limit.
+type HoldRefusedError struct {
+	// Index is the index in the refused call's holds of the first one that did not fit.
+	Index int
+	// Used is that counter's value at the refusal.
+	Used int64
+}
+
+func (e *HoldRefusedError) Error() string {
+	return "eventstore: budget counter " + strconv.Itoa(e.Index) + " cannot take the hold"
 }
