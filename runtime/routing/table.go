@@ -12,6 +12,8 @@ import (
 	"slices"
 	"sync/atomic"
 	"time"
+
+	"github.com/switchboard-dev/switchboard/runtime/pricing"
 )
 
 // Ref identifies a deployment as namespace/name.
@@ -144,6 +146,17 @@ type Deployment struct {
 	// provider's parameters extension (ModelDeployment spec.allowedParameters); empty
 	// means none.
 	Parameters []string
+	// Labels are the ModelDeployment's labels, which Budget selectors match
+	// (spec/budgets.md); nil for none.
+	Labels map[string]string
+	// Pricing is the deployment's prices (spec.pricing); nil when none are declared.
+	Pricing *pricing.Prices
+	// Counting says how the deployment's provider counts tokens, for pricing them once
+	// each (the adapter's declaration, pricing.Counting).
+	Counting pricing.Counting
+	// MaxOutputTokens is spec.limits.maxOutputTokens: the provider's output cap, which a
+	// request may only lower, and what Budgets reserve for the output; 0 for none.
+	MaxOutputTokens int64
 
 	// refString is Ref.String(), set when the deployment enters a Table (see
 	// RefString).
