@@ -10,6 +10,7 @@ import (
 	"github.com/go-logr/logr"
 
 	"github.com/switchboard-dev/switchboard/runtime/eventstore"
+	"github.com/switchboard-dev/switchboard/runtime/pricing"
 	"github.com/switchboard-dev/switchboard/runtime/protocol"
 	"github.com/switchboard-dev/switchboard/runtime/routing"
 )
@@ -29,8 +30,9 @@ type emitter struct {
 	// Guarded by w.mu, so that close and a concurrent emit agree on whether the event
 	// belongs to the attempt.
 	closed bool
-	output bool       // an output or tool event was recorded
-	tokens tokenCount // the input and output tokens reported, for the attempt's span
+	output bool             // an output or tool event was recorded
+	tokens tokenCount       // the input and output tokens reported, for the attempt's span
+	usage  []protocol.Usage // every entry reported, for Config.Admission's settlement
 }
 
 var _ Emitter = (*emitter)(nil)
@@ -77,6 +79,9 @@ func (em *emitter) Usage(usage []protocol.Usage) error {
 	if len(usage) == 0 {
 		return nil
 	}
+	if em.deployment.Pricing != nil {
+		usage = append(usage, costFact(usage, em.deployment))
+	}
 	var one [1]json.RawMessage
 	raws, err := encodeUsage(one[:0], usage)
 	return em.record(protocol.EventUsageReported, raws, 0, usage, err)
@@ -111,9 +116,29 @@ func (em *emitter) record(typ protocol.EventType, raws []json.RawMessage, outByt
 		em.obs.FirstChunk(em.deployment, time.Since(em.start))
 	case typ == protocol.EventUsageReported:
 		em.tokens.add(usage)
+		em.usage = append(em.usage, usage...)
 		em.obs.Usage(em.deployment, usage)
 	}
 	return nil
+}
+
+// costFact is the derived cost of a usage report on d, which declares prices
+// (spec/budgets.md, "Pricing"): unit cost.<currency>, in currency units with micro-unit
+// precision.
+func costFact(usage []protocol.Usage, d *routing.Deployment) protocol.Usage {
+	m := pricing.Measure(usage, d.Counting, d.Pricing)
+	return protocol.Usage{
+		Unit:     protocol.CostUnit(d.Pricing.Currency),
+		Quantity: float64(m.Cost) / pricing.MicroPerUnit,
+		Source:   protocol.SourceDerived,
+	}
+}
+
+// spent returns what the attempt reported and whether it recorded output.
+func (em *emitter) spent() (usage []protocol.Usage, output bool) {
+	em.w.mu.Lock()
+	defer em.w.mu.Unlock()
+	return em.usage, em.output
 }
 
 // tokenCount returns the tokens the attempt reported.

@@ -106,6 +106,9 @@ type Config struct {
 	// Tracer traces executions and their attempts (spec/observability.md, "Tracing");
 	// nil traces nothing, at no cost.
 	Tracer trace.Tracer
+	// Admission reserves what each attempt may spend and settles what executions spent
+	// (spec/budgets.md); nil limits nothing.
+	Admission Admission
 }
 
 // TableSource publishes the current routing table: an immutable snapshot, of which a
@@ -129,6 +132,7 @@ type Engine struct {
 	handOver  bool
 	obs       Observer
 	tracer    trace.Tracer // nil: tracing is off
+	admission Admission    // nil: spend is not limited
 
 	// idempotencyTTL and maxReservations are Config's.
 	idempotencyTTL  time.Duration
@@ -173,6 +177,7 @@ func New(cfg Config) *Engine {
 		handOver:  cfg.HandOver,
 		obs:       cfg.Observer,
 		tracer:    cfg.Tracer,
+		admission: cfg.Admission,
 		drained:   make(chan struct{}),
 
 		idempotencyTTL:  cfg.IdempotencyTTL,
@@ -235,8 +240,13 @@ type execution struct {
 	// principal is the caller that submitted it on this replica, counted for
 	// MaxPerPrincipal until it ends; empty for executions taken over.
 	principal string
-	w         writer
-	log       logr.Logger
+	// claim is what Config.Admission admitted it as, settled when it ends; nil for
+	// executions taken over, which the Admission's own sweep settles.
+	claim *Claim
+	// spent is what its last attempt used, for claim's settlement.
+	spent Spent
+	w     writer
+	log   logr.Logger
 }
 
 // startOf counts a new running execution of principal, unless it is at

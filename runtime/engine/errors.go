@@ -4,6 +4,8 @@ import (
 	"errors"
 	"time"
 
+	"github.com/go-logr/logr"
+
 	"github.com/switchboard-dev/switchboard/runtime/protocol"
 )
 
@@ -29,6 +31,17 @@ const rateLimitRetryAfter = time.Second
 
 func errInvalidRequest() *protocol.Error {
 	return protocol.NewError(protocol.CodeInvalidRequest, "request is missing")
+}
+
+// admissionError is Submit's answer when Config.Admission refused or failed: its
+// *protocol.Error as it is, anything else (a bug in it) internal, only logged.
+func admissionError(err error, log logr.Logger, id string) *protocol.Error {
+	var pe *protocol.Error
+	if errors.As(err, &pe) && pe.Code.Known() {
+		return pe.Clone()
+	}
+	log.Error(err, "Admission failed with an unmapped error", "execution", id)
+	return errInternal()
 }
 
 func errRateLimited() *protocol.Error {

@@ -84,6 +84,12 @@ func (e *Engine) run(parent context.Context, x *execution, body func(context.Con
 		x.log.Error(err, "Cannot record terminal event", "type", typ)
 		return
 	}
+	if e.admission != nil && x.claim != nil {
+		s := x.spent
+		s.Failed = typ == protocol.EventFailed
+		s.OutputBytes = x.w.outputBytes()
+		e.admission.Settle(x.w.ctx, *x.claim, s)
+	}
 	e.obs.ExecutionEnded(x.ability, code)
 }
 
@@ -127,8 +133,19 @@ func (e *Engine) watchCancel(ctx context.Context, id string, cancel context.Canc
 // attempts runs x's candidates in order and returns its terminal event.
 func (e *Engine) attempts(ctx context.Context, x *execution) (protocol.EventType, any) {
 	candidates := x.route.Candidates
-	for i, d := range candidates {
-		n := i + 1
+	n := 0 // the attempt's number
+	for i := 0; i < len(candidates); i++ {
+		if n > 0 && e.admission != nil {
+			// A fallback is admitted like the first attempt: a candidate whose Budgets
+			// cannot take it is skipped, and with none left the execution ends.
+			k, err := e.admission.Admit(ctx, *x.claim, candidates[i:])
+			if err != nil {
+				return e.failed(x, admissionError(err, x.log, x.id))
+			}
+			i += k
+		}
+		d := candidates[i]
+		n++
 		if ctx.Err() != nil {
 			// Never start an attempt once the execution has ended.
 			return e.failed(x, causeError(context.Cause(ctx)))
@@ -140,13 +157,14 @@ func (e *Engine) attempts(ctx context.Context, x *execution) (protocol.EventType
 		}
 
 		r := e.attempt(ctx, x, n, d, nil)
+		x.spent = Spent{Deployment: d, Usage: r.usage, Output: r.outputRecorded}
 		perr := r.err
 		if perr == nil {
 			return protocol.EventCompleted, protocol.CompletedData{FinishReason: r.out.FinishReason}
 		}
 		// Fallback only for a retryable failure before any output, or a refusal before
 		// anything was sent, with a candidate left and time left (spec/events.md).
-		retry := (perr.Retryable || r.notSent) && !r.outputRecorded && n < len(candidates)
+		retry := (perr.Retryable || r.notSent) && !r.outputRecorded && i+1 < len(candidates)
 		if retry && ctx.Err() != nil {
 			// The execution ended after the attempt did: the retry the error asks for
 			// cannot happen, and the reason is the end (deadline, cancel, shutdown).
@@ -197,6 +215,8 @@ type attemptResult struct {
 	err *protocol.Error
 	// outputRecorded is true when the attempt recorded output.
 	outputRecorded bool
+	// usage is every usage entry the attempt reported.
+	usage []protocol.Usage
 	// notSent is true when the attempt failed before anything was sent to the provider:
 	// the adapter could not be built, or refused the request.
 	notSent bool
@@ -208,6 +228,7 @@ func (e *Engine) attempt(ctx context.Context, x *execution, n int, d *routing.De
 	ctx, span := e.startAttemptSpan(ctx, n, d)
 	em := &emitter{w: &x.w, log: x.log, attempt: n, deployment: d, obs: e.obs, start: time.Now()}
 	r := e.runAttempt(ctx, x, n, d, call, em)
+	r.usage, _ = em.spent()
 
 	if r.err != nil && Detached(ctx) {
 		// Let go of, not ended: the replica that takes the execution over reports how

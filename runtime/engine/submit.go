@@ -19,6 +19,9 @@ type Principal struct {
 	// (routing.Query.Visible); nil allows every one. An error of Visible that is a
 	// *protocol.Error is Submit's answer.
 	Visible routing.Visibility
+	// Groups are the caller's groups (a ServiceAccount's, from its token review), which
+	// Budget subjects match; nil for none.
+	Groups []string
 }
 
 // RuntimeScope is the idempotency scope of callers that are not authenticated: they
@@ -150,14 +153,29 @@ func (e *Engine) start(ctx context.Context, id string, createdAt time.Time, p Pr
 		<-e.slots
 		return Accepted{}, errPrincipalLimited()
 	}
+	// Spend is reserved last, so that no other refusal leaves a reservation behind.
+	claim := &Claim{ID: id, Principal: p, Request: req}
+	if e.admission != nil {
+		i, err := e.admission.Admit(ctx, *claim, route.Candidates)
+		if err != nil {
+			e.endOf(p.Name)
+			<-e.slots
+			return Accepted{}, admissionError(err, e.log, id)
+		}
+		route.Candidates = route.Candidates[i:]
+	}
 
 	acc, x, err := e.create(ctx, id, createdAt, req, route, p, key)
 	if err != nil {
+		if e.admission != nil {
+			e.admission.Settle(ctx, *claim, Spent{}) // nothing ran: everything goes back
+		}
 		e.endOf(p.Name)
 		<-e.slots
 		return Accepted{}, err
 	}
 	x.principal = p.Name
+	x.claim = claim
 	go e.run(ctx, x, e.attempts)
 	return acc, nil
 }

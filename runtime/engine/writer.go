@@ -245,3 +245,10 @@ func (w *writer) appendLocked(typ protocol.EventType, data json.RawMessage, ts t
 	w.outBytes += outBytes
 	return nil
 }
+
+// outputBytes returns the materialized output recorded so far.
+func (w *writer) outputBytes() int64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.outBytes
+}

@@ -39,7 +39,7 @@ func (s *server) createExecution(w http.ResponseWriter, r *http.Request) error {
 	}
 	// Submit does not stop when the caller leaves: a key it reserved always gets its
 	// execution or its release.
-	acc, replayed, err := s.engine.Submit(r.Context(), engine.Principal{Name: p.Name, UID: p.UID, Visible: s.visibility(r.Context(), p)}, req, idem)
+	acc, replayed, err := s.engine.Submit(r.Context(), engine.Principal{Name: p.Name, UID: p.UID, Groups: p.Groups, Visible: s.visibility(r.Context(), p)}, req, idem)
 	if err != nil {
 		return err
 	}

@@ -123,7 +123,7 @@ func (k kit) Submit(w http.ResponseWriter, r *http.Request, native, body []byte)
 		sum := sha256.Sum256([]byte(r.Pattern + "\n" + idem.Fingerprint))
 		idem.Fingerprint = hex.EncodeToString(sum[:])
 	}
-	acc, replayed, err := s.engine.Submit(r.Context(), engine.Principal{Name: p.Name, UID: p.UID, Visible: s.visibility(r.Context(), p)}, req, idem)
+	acc, replayed, err := s.engine.Submit(r.Context(), engine.Principal{Name: p.Name, UID: p.UID, Groups: p.Groups, Visible: s.visibility(r.Context(), p)}, req, idem)
 	if err != nil {
 		return compat.Submission{}, err
 	}

@@ -238,7 +238,7 @@ var (
 	deltaTypes = []string{"text"}
 	usageWords = []string{
 		UnitInputTokens, UnitOutputTokens, UnitCacheReadTokens, UnitCacheWriteTokens,
-		UnitReasoningTokens, SourceProvider, SourceRuntime,
+		UnitReasoningTokens, SourceProvider, SourceRuntime, SourceDerived,
 	}
 )
 

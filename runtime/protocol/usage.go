@@ -3,6 +3,7 @@ package protocol
 import (
 	"math"
 	"regexp"
+	"strings"
 )
 
 // Usage units (spec/events.md, "usage.reported"). A provider may also report a namespaced
@@ -24,7 +25,16 @@ const (
 const (
 	SourceProvider = "provider"
 	SourceRuntime  = "runtime"
+	// SourceDerived marks a fact the runtime computed from other entries: the cost of a
+	// report at its deployment's prices (spec/budgets.md, "Pricing").
+	SourceDerived = "derived"
 )
+
+// CostPrefix starts the unit of a derived cost fact: cost.<currency in lower case>.
+const CostPrefix = "cost."
+
+// CostUnit is the unit of a cost in currency (an ISO 4217 code): "cost.usd" for USD.
+func CostUnit(currency string) string { return CostPrefix + strings.ToLower(currency) }
 
 // Usage is one measured quantity.
 type Usage struct {
@@ -51,5 +61,5 @@ func (u Usage) Valid() bool {
 	if math.IsNaN(u.Quantity) || math.IsInf(u.Quantity, 0) || u.Quantity < 0 {
 		return false
 	}
-	return u.Source == SourceProvider || u.Source == SourceRuntime
+	return u.Source == SourceProvider || u.Source == SourceRuntime || u.Source == SourceDerived
 }
