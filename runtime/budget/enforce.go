@@ -100,17 +100,10 @@ type holdPlan struct {
 	holds  []eventstore.Hold
 	budget []*Budget
 	ends   []time.Time
-	worst  amounts
+	worst  Amounts
 }
 
-// amounts are a request's quantities in the counters' units.
-type amounts struct {
-	Cost     pricing.Micro `json:"cost"`
-	Tokens   int64         `json:"tokens"`
-	Requests int64         `json:"requests"`
-}
-
-func (a amounts) of(unit string) int64 {
+func (a Amounts) of(unit string) int64 {
 	switch unit {
 	case UnitCost:
 		return a.Cost
@@ -127,7 +120,7 @@ type note struct {
 	Deployment string  `json:"deployment"`
 	Input      int64   `json:"input"`
 	Images     int64   `json:"images"`
-	Worst      amounts `json:"worst"`
+	Worst      Amounts `json:"worst"`
 }
 
 // estimate is a request's input, as admission counts it: ⌈its JSON's bytes / 4⌉ tokens
@@ -224,7 +217,7 @@ func (e *Enforcer) governing(set *Set, d *routing.Deployment, p engine.Principal
 // output cap or more than one currency where it counts cost).
 func (e *Enforcer) plan(budgets []*Budget, d *routing.Deployment, c engine.Claim, est estimate, now time.Time) (plan holdPlan, closed bool) {
 	out := outputCap(c.Request, d)
-	plan.worst = amounts{
+	plan.worst = Amounts{
 		Cost:     pricing.Worst(est.input, out, est.images, d.Pricing),
 		Tokens:   est.input + out,
 		Requests: 1,
@@ -250,13 +243,20 @@ func (e *Enforcer) plan(budgets []*Budget, d *routing.Deployment, c engine.Claim
 				if b.Audit {
 					limit = 0 // counted, never refused
 				}
-				plan.add(eventstore.Hold{
+				h := eventstore.Hold{
 					Counter: b.Counter(start, l.Window, u.unit, subject),
 					Unit:    u.unit,
 					Amount:  plan.worst.of(u.unit),
 					Limit:   limit,
 					Expires: end.Add(counterSlack),
-				}, b, end)
+				}
+				plan.add(h, b, end)
+				if subject != "" {
+					// Each subject has the whole limit; the Budget's own counter, never
+					// refusing, adds them up for status and metrics.
+					h.Counter, h.Limit = b.Counter(start, l.Window, u.unit, ""), 0
+					plan.add(h, b, end)
+				}
 			}
 		}
 	}
@@ -336,5 +336,5 @@ func errBudgetUnavailable() *protocol.Error {
 
 type nopObserver struct{}
 
-func (nopObserver) Rejected(*Budget)                                {}
+func (nopObserver) Rejected(*Budget)                                 {}
 func (nopObserver) Spent(*routing.Deployment, string, pricing.Micro) {}

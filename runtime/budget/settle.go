@@ -24,7 +24,7 @@ func (e *Enforcer) Settle(ctx context.Context, c engine.Claim, s engine.Spent) {
 	if !held {
 		return
 	}
-	var spent amounts
+	var spent Amounts
 	if s.Deployment != nil {
 		spent = spentOf(s.Deployment, estimateOf(c.Request), s.Usage, s.OutputBytes, s.Output, s.Failed)
 	}
@@ -32,7 +32,7 @@ func (e *Enforcer) Settle(ctx context.Context, c engine.Claim, s engine.Spent) {
 }
 
 // settle records spent for execution id, which ran its last attempt on d (nil: none).
-func (e *Enforcer) settle(ctx context.Context, id string, d *routing.Deployment, spent amounts) {
+func (e *Enforcer) settle(ctx context.Context, id string, d *routing.Deployment, spent Amounts) {
 	settled, err := e.store.Settle(ctx, id, map[string]int64{UnitCost: spent.Cost, UnitTokens: spent.Tokens, UnitRequests: spent.Requests})
 	if err != nil {
 		e.log.Error(err, "Cannot settle a budget reservation; the sweep settles it later", "execution", id)
@@ -47,8 +47,8 @@ func (e *Enforcer) settle(ctx context.Context, id string, d *routing.Deployment,
 // request when its last attempt failed before any output; else what the provider
 // reported, each token once, at d's prices; else what the runtime derives — the input
 // estimate and ⌈output bytes / 4⌉ tokens.
-func spentOf(d *routing.Deployment, est estimate, usage []protocol.Usage, outputBytes int64, output, failed bool) amounts {
-	spent := amounts{Requests: 1}
+func spentOf(d *routing.Deployment, est estimate, usage []protocol.Usage, outputBytes int64, output, failed bool) Amounts {
+	spent := Amounts{Requests: 1}
 	if failed && !output {
 		return spent
 	}

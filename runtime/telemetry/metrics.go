@@ -19,9 +19,11 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/switchboard-dev/switchboard/runtime/budget"
 	"github.com/switchboard-dev/switchboard/runtime/engine"
 	"github.com/switchboard-dev/switchboard/runtime/eventstore"
 	"github.com/switchboard-dev/switchboard/runtime/httpapi"
+	"github.com/switchboard-dev/switchboard/runtime/pricing"
 	"github.com/switchboard-dev/switchboard/runtime/protocol"
 	"github.com/switchboard-dev/switchboard/runtime/routing"
 	"github.com/switchboard-dev/switchboard/runtime/version"
@@ -70,6 +72,11 @@ type Metrics struct {
 	idempotentReplays prometheus.Counter
 	orphans           *prometheus.CounterVec
 	buildInfo         *prometheus.GaugeVec
+
+	budgetUsed       *prometheus.GaugeVec
+	budgetLimit      *prometheus.GaugeVec
+	budgetRejections *prometheus.CounterVec
+	cost             *prometheus.CounterVec
 
 	// routes caches the series of each route: the API's patterns, a handful.
 	routesMu sync.RWMutex
@@ -156,6 +163,22 @@ func NewMetrics() *Metrics {
 			Name: "switchboard_orphans_recovered_total",
 			Help: "Executions this replica took over from a replica that stopped, by outcome: adopted (its remote job resumed) or the code it was ended with.",
 		}, []string{"outcome"}),
+		budgetUsed: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "switchboard_budget_used",
+			Help: "What a Budget's current window has used, by window and unit (cost in currency units, tokens, requests); reported by the replica that writes Budget status.",
+		}, []string{"namespace", "name", "window", "unit"}),
+		budgetLimit: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "switchboard_budget_limit",
+			Help: "A Budget's limit in a window, by unit (cost in currency units, tokens, requests).",
+		}, []string{"namespace", "name", "window", "unit"}),
+		budgetRejections: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "switchboard_budget_rejections_total",
+			Help: "Reservations a Budget refused on this replica: a candidate model skipped, or a request answered quota_exhausted.",
+		}, []string{"namespace", "name"}),
+		cost: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "switchboard_cost_total",
+			Help: "Cost of the executions settled on this replica, by deployment and currency, in currency units (micro-unit precision).",
+		}, []string{"deployment", "currency"}),
 		buildInfo: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "switchboard_build_info",
 			Help: "Always 1; labelled with the running binary's version, commit and Go version.",
@@ -182,12 +205,44 @@ func (m *Metrics) Collectors() []prometheus.Collector {
 		m.httpRequests, m.httpDuration, m.subscribers, m.dropped,
 		m.storeDuration, m.tableModels, m.tablePublished,
 		m.idempotentReplays, m.orphans, m.buildInfo,
+		m.budgetUsed, m.budgetLimit, m.budgetRejections, m.cost,
 	}
 }
 
 // MustRegister registers every collector in reg; it panics if one is registered
 // already, a programming error.
 func (m *Metrics) MustRegister(reg prometheus.Registerer) { reg.MustRegister(m.Collectors()...) }
+
+// Budget returns the Budget enforcer's observer.
+func (m *Metrics) Budget() budget.Observer { return budgetObserver{m} }
+
+// BudgetWindow records what a Budget's window has used and allows, by unit, in the
+// units the metrics report (cost in currency units); the status writer calls it.
+func (m *Metrics) BudgetWindow(b *budget.Budget, w budget.WindowUsage) {
+	for _, u := range w.Units() {
+		m.budgetUsed.WithLabelValues(b.Namespace, b.Name, string(w.Window), u.Unit).Set(u.Used)
+		m.budgetLimit.WithLabelValues(b.Namespace, b.Name, string(w.Window), u.Unit).Set(u.Limit)
+	}
+}
+
+// ForgetBudget removes the series of a Budget that no longer exists.
+func (m *Metrics) ForgetBudget(namespace, name string) {
+	labels := prometheus.Labels{"namespace": namespace, "name": name}
+	m.budgetUsed.DeletePartialMatch(labels)
+	m.budgetLimit.DeletePartialMatch(labels)
+	m.budgetRejections.DeletePartialMatch(labels)
+}
+
+// budgetObserver implements budget.Observer.
+type budgetObserver struct{ m *Metrics }
+
+func (o budgetObserver) Rejected(b *budget.Budget) {
+	o.m.budgetRejections.WithLabelValues(b.Namespace, b.Name).Inc()
+}
+
+func (o budgetObserver) Spent(d *routing.Deployment, currency string, cost pricing.Micro) {
+	o.m.cost.WithLabelValues(d.RefString(), currency).Add(float64(cost) / pricing.MicroPerUnit)
+}
 
 // Engine returns the engine's observer.
 func (m *Metrics) Engine() engine.Observer { return engineObserver{m} }
