@@ -52,5 +52,62 @@ func TestArgumentChecks(t *testing.T) {
 		if got := eventstore.OrphanLimit(limit); got != want {
 			t.Errorf("OrphanLimit(%d) = %d, want %d", limit, got, want)
 		}
+		if got := eventstore.PendingLimit(limit); got != want {
+			t.Errorf("PendingLimit(%d) = %d, want %d", limit, got, want)
+		}
+	}
+}
+
+// TestBudgetArgumentChecks pins the refusals of Hold and Settle, each naming the hold
+// or the unit at fault.
+func TestBudgetArgumentChecks(t *testing.T) {
+	end := time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC)
+	ok := eventstore.Hold{Counter: "b/uid-1/2026-12-01T00:00:00Z/cost", Unit: "cost", Amount: 10, Limit: 100, Expires: end}
+	with := func(f func(h *eventstore.Hold)) []eventstore.Hold {
+		h := ok
+		f(&h)
+		return []eventstore.Hold{ok, h}
+	}
+	other := func(h *eventstore.Hold) { h.Counter = "b/uid-1/2026-12-01T00:00:00Z/tokens" }
+	for _, tc := range []struct {
+		name string
+		err  error
+		want string // "" for no error
+	}{
+		{"Hold", eventstore.CheckHold("exe_1", with(other)), ""},
+		{"Hold nothing", eventstore.CheckHold("exe_1", nil), ""},
+		{"Hold the largest amount without limit", eventstore.CheckHold("exe_1", with(func(h *eventstore.Hold) {
+			other(h)
+			h.Amount, h.Limit = eventstore.MaxAmount, -1
+		})), ""},
+		{"Hold without id", eventstore.CheckHold("", with(other)), "hold budget: empty execution id: eventstore: invalid argument"},
+		{"Hold without counter", eventstore.CheckHold("exe_1", with(func(h *eventstore.Hold) { h.Counter = "" })),
+			"hold budget for exe_1: hold 1: empty counter: eventstore: invalid argument"},
+		{"Hold without unit", eventstore.CheckHold("exe_1", with(func(h *eventstore.Hold) { other(h); h.Unit = "" })),
+			"hold budget for exe_1: hold 1 (b/uid-1/2026-12-01T00:00:00Z/tokens): empty unit: eventstore: invalid argument"},
+		{"Hold a negative amount", eventstore.CheckHold("exe_1", with(func(h *eventstore.Hold) { other(h); h.Amount = -1 })),
+			"hold budget for exe_1: hold 1 (b/uid-1/2026-12-01T00:00:00Z/tokens): amount -1 outside 0..9007199254740991: eventstore: invalid argument"},
+		{"Hold 2^53", eventstore.CheckHold("exe_1", with(func(h *eventstore.Hold) { other(h); h.Amount = 1 << 53 })),
+			"hold budget for exe_1: hold 1 (b/uid-1/2026-12-01T00:00:00Z/tokens): amount 9007199254740992 outside 0..9007199254740991: eventstore: invalid argument"},
+		{"Hold under a limit of 2^53", eventstore.CheckHold("exe_1", with(func(h *eventstore.Hold) { other(h); h.Limit = 1 << 53 })),
+			"hold budget for exe_1: hold 1 (b/uid-1/2026-12-01T00:00:00Z/tokens): limit 9007199254740992 above 9007199254740991: eventstore: invalid argument"},
+		{"Hold without expiry", eventstore.CheckHold("exe_1", with(func(h *eventstore.Hold) { other(h); h.Expires = time.Time{} })),
+			"hold budget for exe_1: hold 1 (b/uid-1/2026-12-01T00:00:00Z/tokens): zero expiry: eventstore: invalid argument"},
+		{"Hold one counter twice", eventstore.CheckHold("exe_1", with(func(h *eventstore.Hold) { h.Unit = "tokens" })),
+			"hold budget for exe_1: holds 0 and 1 name counter b/uid-1/2026-12-01T00:00:00Z/cost: eventstore: invalid argument"},
+		{"Settle", eventstore.CheckSettle("exe_1", map[string]int64{"cost": 0, "tokens": eventstore.MaxAmount}), ""},
+		{"Settle nothing spent", eventstore.CheckSettle("exe_1", nil), ""},
+		{"Settle without id", eventstore.CheckSettle("", nil), "settle budget: empty execution id: eventstore: invalid argument"},
+		{"Settle a negative amount", eventstore.CheckSettle("exe_1", map[string]int64{"cost": -5}),
+			"settle budget of exe_1: spent -5 cost outside 0..9007199254740991: eventstore: invalid argument"},
+		{"Settle 2^53", eventstore.CheckSettle("exe_1", map[string]int64{"tokens": 1 << 53}),
+			"settle budget of exe_1: spent 9007199254740992 tokens outside 0..9007199254740991: eventstore: invalid argument"},
+	} {
+		switch {
+		case tc.want == "" && tc.err != nil:
+			t.Errorf("%s: %v, want no error", tc.name, tc.err)
+		case tc.want != "" && (!errors.Is(tc.err, eventstore.ErrInvalid) || tc.err.Error() != tc.want):
+			t.Errorf("%s: %v, want ErrInvalid as %q", tc.name, tc.err, tc.want)
+		}
 	}
 }

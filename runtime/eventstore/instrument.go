@@ -30,6 +30,10 @@ const (
 	OpSetRemote
 	OpSecret
 	OpRemove
+	OpHold
+	OpSettle
+	OpPending
+	OpCounters
 	numOps
 )
 
@@ -38,7 +42,8 @@ var opNames = [numOps]string{
 	OpRead: "read", OpReserve: "reserve", OpRelease: "release",
 	OpRequestCancel: "request_cancel", OpAcquire: "acquire", OpRenew: "renew",
 	OpReleaseLease: "release_lease", OpOrphans: "orphans", OpSetRemote: "set_remote",
-	OpSecret: "secret", OpRemove: "remove",
+	OpSecret: "secret", OpRemove: "remove", OpHold: "hold", OpSettle: "settle",
+	OpPending: "pending", OpCounters: "counters",
 }
 
 // String is the operation's metric label.
@@ -78,6 +83,9 @@ func InstrumentLeases(l Leases, timer Timer) Leases { return timedLeases{l, time
 
 // InstrumentSecrets times Secret.
 func InstrumentSecrets(s Secrets, timer Timer) Secrets { return timedSecrets{s, timer} }
+
+// InstrumentBudgets times Hold, Settle, Pending and Counters.
+func InstrumentBudgets(b Budgets, timer Timer) Budgets { return timedBudgets{b, timer} }
 
 // since reports op's duration from start; deferred as since(timer, op, time.Now()), so
 // that start is taken when the call begins.
@@ -189,4 +197,29 @@ type timedSecrets struct {
 func (t timedSecrets) Secret(ctx context.Context, name string, candidate []byte, ttl time.Duration) ([]byte, error) {
 	defer since(t.timer, OpSecret, time.Now())
 	return t.s.Secret(ctx, name, candidate, ttl)
+}
+
+type timedBudgets struct {
+	b     Budgets
+	timer Timer
+}
+
+func (t timedBudgets) Hold(ctx context.Context, id string, holds []Hold, note json.RawMessage) error {
+	defer since(t.timer, OpHold, time.Now())
+	return t.b.Hold(ctx, id, holds, note)
+}
+
+func (t timedBudgets) Settle(ctx context.Context, id string, spent map[string]int64) (bool, error) {
+	defer since(t.timer, OpSettle, time.Now())
+	return t.b.Settle(ctx, id, spent)
+}
+
+func (t timedBudgets) Pending(ctx context.Context, before time.Time, limit int) ([]PendingHold, error) {
+	defer since(t.timer, OpPending, time.Now())
+	return t.b.Pending(ctx, before, limit)
+}
+
+func (t timedBudgets) Counters(ctx context.Context, names []string) ([]int64, error) {
+	defer since(t.timer, OpCounters, time.Now())
+	return t.b.Counters(ctx, names)
 }

@@ -7,7 +7,8 @@
 // A store is a set of small roles, one interface each: Log records executions and
 // their events and, as a Reader, reads them back; Reservations holds the idempotency
 // reservations of submissions, Cancels the cancel requests, Leases the ownership of
-// running executions, and Secrets values every replica shares; Announcer, which only
+// running executions, Secrets values every replica shares, and Budgets the counters of
+// spend limits (spec/budgets.md); Announcer, which only
 // some stores implement, hands readers the events their wake-ups carried. A consumer
 // depends on the roles it uses and declares the composition of those it needs
 // together, as users of package io compose io.Reader and io.Writer.
@@ -366,31 +367,38 @@ type Budgets interface {
 	// Hold reserves, in one atomic step across every replica, holds[i].Amount on each
 	// counter holds[i].Counter for execution id, after giving back whatever id held
 	// before (so the holds of an execution that falls back to another model replace
-	// those of the first). Either every counter takes its amount or nothing changes: a
-	// counter takes it when its Limit is <= 0 (counted, never refused: an Audit
-	// Budget's) or when its value plus the amount stays <= Limit. On a refusal Hold
-	// returns a *HoldRefusedError naming the first hold that did not fit, and id keeps
-	// what it held before. A counter lives until the latest Expires of the holds that
-	// touched it (a window's end plus some slack); note is opaque to the store and
-	// returned by Pending. An empty id or counter, a negative amount, a zero Expires or
-	// the same counter twice gives ErrInvalid. An empty holds gives back what id held
-	// and holds nothing.
+	// those of the first, also on counters the new holds do not name). Either every
+	// counter takes its amount or nothing changes: a counter takes it when its Limit is
+	// <= 0 (counted, never refused: an Audit Budget's) or when its value, less what id
+	// held on it before, plus the amount stays <= Limit. On a refusal Hold returns a
+	// *HoldRefusedError naming the first hold that did not fit, and id keeps what it
+	// held before. A counter lives until the latest Expires of the holds that touched it
+	// (a window's end plus some slack), on the store's clock; a counter that expired
+	// counts 0, as one never used. Holds last until Settle, however late; note is
+	// opaque to the store and returned by Pending. An empty id, counter or unit, an
+	// amount outside 0..MaxAmount, a limit above MaxAmount, a zero Expires or the same
+	// counter twice gives ErrInvalid (see CheckHold) and changes nothing. An empty holds
+	// gives back what id held and holds nothing: Settle then reports false.
 	Hold(ctx context.Context, id string, holds []Hold, note json.RawMessage) error
 
 	// Settle ends execution id's holds exactly once: each held counter is changed by
 	// spent[hold.Unit] - hold.Amount (a unit missing from spent counts 0), never
-	// below 0, and the holds are forgotten, in one atomic step. It reports whether id
-	// held anything: of two replicas settling one execution, one gets true and the
-	// other false, having changed nothing. Negative spent amounts give ErrInvalid.
+	// below 0, and the holds are forgotten, in one atomic step. A held counter that has
+	// expired since stays gone: its window is over. It reports whether id held anything:
+	// of two replicas settling one execution, one gets true and the other false, having
+	// changed nothing. An empty id or a spent amount outside 0..MaxAmount gives
+	// ErrInvalid (see CheckSettle) and changes nothing.
 	Settle(ctx context.Context, id string, spent map[string]int64) (settled bool, err error)
 
-	// Pending returns at most limit (limit <= 0: 100) executions holding something
-	// since before `before`, oldest first, for the sweeper that settles those whose
-	// runner died after their terminal event. The list is a hint: Settle decides.
+	// Pending returns at most limit (limit <= 0: DefaultPending) executions holding
+	// something since before `before` (PendingHold.Since < before, on the store's
+	// clock), oldest first, for the sweeper that settles those whose runner died after
+	// their terminal event. The list is a hint: Settle decides.
 	Pending(ctx context.Context, before time.Time, limit int) ([]PendingHold, error)
 
 	// Counters returns the values of the named counters, 0 for one that does not
-	// exist (never used, or expired), in the order of names.
+	// exist (never used, or expired), in the order of names. Values are exact up to
+	// MaxAmount.
 	Counters(ctx context.Context, names []string) ([]int64, error)
 }
 
@@ -401,9 +409,10 @@ type Hold struct {
 	// Unit is what Settle's spent amount for this counter is keyed by: "cost" (in
 	// micro-units of a currency), "tokens" or "requests".
 	Unit string
-	// Amount is what is reserved, >= 0.
+	// Amount is what is reserved, in 0..MaxAmount.
 	Amount int64
-	// Limit is the most the counter may hold after the reservation; <= 0: no limit.
+	// Limit is the most the counter may hold after the reservation, at most
+	// MaxAmount; <= 0: no limit.
 	Limit int64
 	// Expires is when the counter may be forgotten: the end of its window plus slack.
 	Expires time.Time
@@ -424,7 +433,9 @@ type PendingHold struct {
 type HoldRefusedError struct {
 	// Index is the index in the refused call's holds of the first one that did not fit.
 	Index int
-	// Used is that counter's value at the refusal.
+	// Used is that counter's value at the refusal, which the refusal left as it was:
+	// what Counters returns, including whatever the refused execution held on it
+	// before.
 	Used int64
 }
 

@@ -48,9 +48,10 @@ func WithClock(now func() time.Time) Option {
 	return func(c *config) { c.now = now }
 }
 
-// WithSweepInterval sets how often expired executions and reservations are removed in
-// the background; 0 disables the background sweep (then only Sweep removes them). The
-// default is a tenth of the retention, between one second and one minute.
+// WithSweepInterval sets how often expired executions, reservations and budget counters
+// are removed in the background; 0 disables the background sweep (then only Sweep
+// removes them). The default is a tenth of the retention, between one second and one
+// minute.
 func WithSweepInterval(d time.Duration) Option {
 	return func(c *config) { c.interval, c.intervalSet = max(d, 0), true }
 }
@@ -66,6 +67,9 @@ func WithSweepInterval(d time.Duration) Option {
 // Each execution keeps its result snapshot, which Append folds each event into under
 // the execution's lock (protocol.Snapshot.Apply, O(event) with its builders), so Get and
 // Snapshot never refold the events.
+//
+// Budget counters and what each execution holds on them have one lock of their own
+// (see budgets.go): a Hold across several counters is one atomic step.
 //
 // Each execution also holds its lease (spec/events.md, "Ownership and orphans"), checked
 // and changed under the execution's lock, and, while it is leased and not terminal, an
@@ -90,6 +94,11 @@ type Store struct {
 	resScopes    map[string]*resQueue // each scope's reservations; no queue is empty
 	secrets      map[string]secret    // under resMu
 
+	budgetMu       sync.Mutex
+	counters       map[string]budgetCounter
+	counterExpires expiryQueue            // counters by expiry
+	budgetHolds    map[string]budgetHolds // what each execution holds
+
 	closed    chan struct{} // closed by Close, wakes every waiter
 	isClosed  atomic.Bool   // cheap check for the non-blocking methods
 	closeOnce sync.Once
@@ -102,6 +111,7 @@ var (
 	_ eventstore.Cancels      = (*Store)(nil)
 	_ eventstore.Leases       = (*Store)(nil)
 	_ eventstore.Secrets      = (*Store)(nil)
+	_ eventstore.Budgets      = (*Store)(nil)
 )
 
 // New returns an empty Store and starts its background sweep.
@@ -120,6 +130,8 @@ func New(opts ...Option) *Store {
 		reservations: make(map[string]reservation),
 		resScopes:    make(map[string]*resQueue),
 		secrets:      make(map[string]secret),
+		counters:     make(map[string]budgetCounter),
+		budgetHolds:  make(map[string]budgetHolds),
 		closed:       make(chan struct{}),
 	}
 	if c.interval > 0 {
@@ -805,7 +817,8 @@ func (s *Store) Remove(_ context.Context, id string) error {
 	return nil
 }
 
-// Sweep removes terminal executions whose retention has ended and expired reservations.
+// Sweep removes terminal executions whose retention has ended, expired reservations and
+// expired budget counters.
 // A background goroutine calls it periodically (see WithSweepInterval); tests call it
 // after moving their clock. Waiters of a removed execution return ErrNotFound.
 func (s *Store) Sweep() {
@@ -840,6 +853,10 @@ func (s *Store) Sweep() {
 		s.expire(scope, q, now)
 	}
 	s.resMu.Unlock()
+
+	s.budgetMu.Lock()
+	s.expireCounters(now)
+	s.budgetMu.Unlock()
 }
 
 // Close wakes blocked callers, which return ErrClosed, as do later calls, and stops the

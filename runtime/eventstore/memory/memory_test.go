@@ -44,6 +44,12 @@ func TestConformance(t *testing.T) {
 		t.Parallel()
 		storetest.Secrets(t, harness(func(s *memory.Store) eventstore.Secrets { return s }))
 	})
+	t.Run("Budgets", func(t *testing.T) {
+		t.Parallel()
+		storetest.Budgets(t, harness(func(s *memory.Store) storetest.BudgetStore {
+			return storetest.BudgetStore{Budgets: s}
+		}))
+	})
 }
 
 // harness returns the factory of a suite's harnesses: a fresh store on a clock of its

@@ -136,6 +136,12 @@ func TestConformance(t *testing.T) {
 		t.Parallel()
 		storetest.Secrets(t, harness(func(s *redisstore.Store) eventstore.Secrets { return s }))
 	})
+	t.Run("Budgets", func(t *testing.T) {
+		t.Parallel()
+		storetest.Budgets(t, harness(func(s *redisstore.Store) storetest.BudgetStore {
+			return storetest.BudgetStore{Budgets: s}
+		}))
+	})
 }
 
 // harness returns the factory of a suite's harnesses: a store on a fresh key prefix and

@@ -623,3 +623,141 @@ var orphansScript = goredis.NewScript(nowMS + `
 local now = ms(now_ms())
 return {now, redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, ARGV[1])}
 `)
+
+// Budgets (see budgets.go). An execution's holds are a hash: count, then counter:<i>,
+// unit:<i> and amount:<i> for i in 1..count, since (µs on the Redis clock) and note
+// when it has one; fields rather than JSON, so that counter names stay the bytes they
+// are. Counter values are decimal integers, which Lua reads as doubles: exact up to
+// eventstore.MaxAmount, which the argument checks enforce for each amount.
+//
+// The counters an execution held before are found from its holds record, inside the
+// script, so their keys are formed there from the counter key base (ARGV[1]) rather
+// than passed as KEYS: every budget key carries the hash tag {budgets}, so they are all
+// in the slot of the keys the script is given.
+
+// nowUS is the Lua function now_us(), the Redis server's time in microseconds since
+// the epoch: the store's clock for PendingHold.Since, fine enough to order holds made
+// in the same millisecond.
+const nowUS = `
+local function now_us()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+`
+
+// heldBy is the Lua function held(key), the holds of the hash at key as a list of
+// {counter, unit, amount}, empty when there is none.
+const heldBy = `
+local function held(key)
+  local n = tonumber(redis.call('HGET', key, 'count') or '0')
+  local hs = {}
+  for i = 1, n do
+    local f = redis.call('HMGET', key, 'counter:' .. i, 'unit:' .. i, 'amount:' .. i)
+    hs[i] = {f[1], f[2], tonumber(f[3])}
+  end
+  return hs
+end
+`
+
+// holdScript replaces an execution's holds, all or nothing: each new counter's value
+// less what the execution held on it before, plus the new amount, must stay within its
+// limit (none when <= 0); only then are the old holds given back (never below 0, and
+// not to a counter that expired), the new amounts added, each counter's expiry moved
+// to the hold's when that is later, and the holds recorded with their time and note,
+// and filed in the pending index. A second run of one call finds its own holds and
+// replaces them with the same ones.
+//
+// KEYS: holds, pending, the counter of each hold. ARGV: counter key base, execution
+// id, then for each hold counter, unit, amount, limit, expiry in ms; [note].
+// Returns {1} if held, or {0, index of the first hold that did not fit (from 0), that
+// counter's value}.
+var holdScript = goredis.NewScript(nowMS + nowUS + heldBy + `
+local n = #KEYS - 2
+local prev = held(KEYS[1])
+local back = {}
+for _, h in ipairs(prev) do
+  back[ARGV[1] .. h[1]] = h[3]
+end
+local values = {}
+for i = 1, n do
+  local a = 5 * i - 2
+  local used = tonumber(redis.call('GET', KEYS[2 + i]) or '0')
+  local v = math.max(used - (back[KEYS[2 + i]] or 0), 0) + tonumber(ARGV[a + 2])
+  local limit = tonumber(ARGV[a + 3])
+  if limit > 0 and v > limit then
+    return {0, i - 1, used}
+  end
+  values[i] = v
+end
+for _, h in ipairs(prev) do
+  local key = ARGV[1] .. h[1]
+  local cur = redis.call('GET', key)
+  if cur then
+    redis.call('SET', key, ms(math.max(tonumber(cur) - h[3], 0)), 'KEEPTTL')
+  end
+end
+redis.call('DEL', KEYS[1])
+for i = 1, n do
+  local a = 5 * i - 2
+  local expires = tonumber(ARGV[a + 4])
+  redis.call('SET', KEYS[2 + i], ms(values[i]), 'KEEPTTL')
+  if redis.call('PEXPIRETIME', KEYS[2 + i]) < expires then
+    redis.call('PEXPIREAT', KEYS[2 + i], ms(expires))
+  end
+  redis.call('HSET', KEYS[1], 'counter:' .. i, ARGV[a], 'unit:' .. i, ARGV[a + 1], 'amount:' .. i, ARGV[a + 2])
+end
+if n == 0 then
+  redis.call('ZREM', KEYS[2], ARGV[2])
+  return {1}
+end
+local now = ms(now_us())
+redis.call('HSET', KEYS[1], 'count', n, 'since', now)
+if #ARGV > 5 * n + 2 then
+  redis.call('HSET', KEYS[1], 'note', ARGV[#ARGV])
+end
+redis.call('ZADD', KEYS[2], now, ARGV[2])
+return {1}
+`)
+
+// settleScript ends an execution's holds: each held counter that still exists is
+// changed by what was spent in its unit less what was held, never below 0, and the
+// holds and their pending entry are deleted, in one step, so that of two replicas
+// settling one execution only one finds its holds.
+//
+// KEYS: holds, pending. ARGV: counter key base, execution id, then unit and amount
+// spent, for each unit spent.
+// Returns 1 if the execution held anything, else 0.
+var settleScript = goredis.NewScript(nowMS + heldBy + `
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  return 0
+end
+local spent = {}
+for i = 3, #ARGV, 2 do
+  spent[ARGV[i]] = tonumber(ARGV[i + 1])
+end
+for _, h in ipairs(held(KEYS[1])) do
+  local key = ARGV[1] .. h[1]
+  local cur = redis.call('GET', key)
+  if cur then
+    redis.call('SET', key, ms(math.max(tonumber(cur) + (spent[h[2]] or 0) - h[3], 0)), 'KEEPTTL')
+  end
+end
+redis.call('DEL', KEYS[1])
+redis.call('ZREM', KEYS[2], ARGV[2])
+return 1
+`)
+
+// pendingScript lists the pending index's executions held since before a time, with
+// the time and note of their holds, in one consistent read.
+//
+// KEYS: pending. ARGV: the time in µs (exclusive), limit, holds key base.
+// Returns {id, since in µs, note (nil when none)} for each, oldest first.
+var pendingScript = goredis.NewScript(`
+local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', '(' .. ARGV[1], 'LIMIT', 0, ARGV[2])
+local out = {}
+for i, id in ipairs(ids) do
+  local f = redis.call('HMGET', ARGV[3] .. id, 'since', 'note')
+  out[i] = {id, f[1], f[2]}
+end
+return out
+`)

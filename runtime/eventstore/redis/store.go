@@ -35,6 +35,8 @@
 //	                          (see reserveScript)
 //	<prefix>leases            sorted set: the orphan index, execution ids scored by
 //	                          lease expiry in ms (see leases.go)
+//	<prefix>{budgets}:…       the budget counters, what each execution holds on them
+//	                          and the pending index (see budgets.go)
 //
 // and two pub/sub channels wake blocked callers: <prefix>{<id>}:wake (payload: the
 // appended sequence and the event, see appendScript) and <prefix>{<id>}:cancel (payload:
@@ -44,7 +46,7 @@
 // # Consistency
 //
 // Create, Append, Remove, Snapshot, RequestCancel, Reserve, Release, Acquire, Renew,
-// ReleaseLease and SetRemote are each one Lua script: check and write (or read) in one
+// ReleaseLease, SetRemote, Hold and Settle are each one Lua script: check and write (or read) in one
 // atomic step, whichever replica calls. Read is a transaction (MULTI) of EXISTS and
 // XRANGE per page of events, and Snapshot reads a large output with GETRANGE after its
 // script, so that no command copies a large log or output (see Read and Snapshot).
@@ -232,6 +234,7 @@ var (
 	_ eventstore.Cancels      = (*Store)(nil)
 	_ eventstore.Leases       = (*Store)(nil)
 	_ eventstore.Secrets      = (*Store)(nil)
+	_ eventstore.Budgets      = (*Store)(nil)
 	_ eventstore.Announcer    = (*Store)(nil)
 )
 

@@ -4,11 +4,12 @@
 // always equal a fold of the stored events (protocol.Materialize).
 //
 // There is one entry point per role of package eventstore — Log, Reservations, Cancels,
-// Leases and Secrets — so that a new store can be written and tested role by role. Each
-// takes a factory for fresh harnesses of the store seen as the roles its tests use: the
-// Log suite a Log; the Reservations, Cancels and Leases suites their role beside the Log
-// that creates and reads the executions they work on (ReservationStore, CancelStore,
-// LeaseStore); the Secrets suite Secrets. An implementation's test runs each suite:
+// Leases, Secrets and Budgets — so that a new store can be written and tested role by
+// role. Each takes a factory for fresh harnesses of the store seen as the roles its
+// tests use: the Log suite a Log; the Reservations, Cancels and Leases suites their role
+// beside the Log that creates and reads the executions they work on (ReservationStore,
+// CancelStore, LeaseStore); the Secrets suite Secrets; the Budgets suite a BudgetStore,
+// which needs no Log. An implementation's test runs each suite:
 //
 //	func TestConformance(t *testing.T) {
 //		storetest.Leases(t, func(t *testing.T) storetest.Harness[storetest.LeaseStore] {
@@ -23,7 +24,7 @@
 //				Now:       clk.Now,
 //			}
 //		})
-//		// … and storetest.Log, Reservations, Cancels and Secrets alike.
+//		// … and storetest.Log, Reservations, Cancels, Secrets and Budgets alike.
 //	}
 //
 // A store whose expiry runs on real time (Redis key TTLs) is created with a short
