@@ -43,6 +43,7 @@ import (
 	"github.com/switchboard-dev/switchboard/controllers"
 	"github.com/switchboard-dev/switchboard/runtime/auth"
 	"github.com/switchboard-dev/switchboard/runtime/auth/kubeauth"
+	"github.com/switchboard-dev/switchboard/runtime/budget"
 	"github.com/switchboard-dev/switchboard/runtime/engine"
 	"github.com/switchboard-dev/switchboard/runtime/eventstore"
 	"github.com/switchboard-dev/switchboard/runtime/eventstore/memory"
@@ -292,6 +293,17 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 
 	holder := &routing.Holder{}
+	// Budgets (spec/budgets.md) are enforced on every replica, from the Budgets the
+	// controllers (or the manifests) publish and the store's shared counters.
+	budgets := &budget.Holder{}
+	enforcer := budget.New(budget.Config{
+		Store:    budgetStore{store.Budgets, store.Log},
+		Budgets:  budgets,
+		Table:    holder,
+		Observer: metrics.Budget(),
+		Logger:   log.WithName("budget"),
+	})
+	go enforcer.Sweep(ctx, budgetSweepInterval)
 	eng := engine.New(engine.Config{
 		Store:           store,
 		Table:           holder,
@@ -307,10 +319,11 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		Lease:           o.executionLease,
 		// Replicas share a Redis store: the executions a stopping replica still runs
 		// are handed over to the others. The memory store has no others.
-		HandOver: o.eventStore == "redis",
-		Logger:   log.WithName("engine"),
-		Observer: metrics.Engine(),
-		Tracer:   tracer,
+		HandOver:  o.eventStore == "redis",
+		Logger:    log.WithName("engine"),
+		Observer:  metrics.Engine(),
+		Tracer:    tracer,
+		Admission: enforcer,
 	})
 	// Executions end, or are handed over, before the store closes (deferred first, so
 	// this runs after it); normally drain has done it already.
@@ -491,10 +504,21 @@ type eventStore struct {
 	eventstore.Cancels
 	eventstore.Leases
 	eventstore.Secrets
+	eventstore.Budgets
 	// announcer is the store when its wake-ups carry the events they announce (Redis);
 	// nil otherwise.
 	announcer eventstore.Announcer
 }
+
+// budgetStore is the store as the Budget enforcer uses it.
+type budgetStore struct {
+	eventstore.Budgets
+	eventstore.Reader
+}
+
+// budgetSweepInterval is how often a replica settles the reservations of executions
+// whose runner stopped before settling them (budget.Enforcer.Sweep).
+const budgetSweepInterval = 5 * time.Second
 
 // timed returns s with the operations of every role timed by timer
 // (spec/observability.md, "Metrics").
@@ -505,6 +529,7 @@ func (s eventStore) timed(timer eventstore.Timer) eventStore {
 		Cancels:      eventstore.InstrumentCancels(s.Cancels, timer),
 		Leases:       eventstore.InstrumentLeases(s.Leases, timer),
 		Secrets:      eventstore.InstrumentSecrets(s.Secrets, timer),
+		Budgets:      eventstore.InstrumentBudgets(s.Budgets, timer),
 		announcer:    s.announcer, // never timed: it never calls the backend
 	}
 }
@@ -519,7 +544,7 @@ func openStore(ctx context.Context, o *options, log logr.Logger) (eventStore, fu
 			retention = o.retention
 		}
 		s := memory.New(memory.WithRetention(retention))
-		roles := eventStore{Log: s, Reservations: s, Cancels: s, Leases: s, Secrets: s}
+		roles := eventStore{Log: s, Reservations: s, Cancels: s, Leases: s, Secrets: s, Budgets: s}
 		return roles, func() { _ = s.Close() }, nil
 	case "redis":
 		target, err := o.redis.Resolve(nil)
@@ -543,7 +568,7 @@ func openStore(ctx context.Context, o *options, log logr.Logger) (eventStore, fu
 			_ = client.Close()
 			return eventStore{}, nil, fmt.Errorf("open redis event store: %w", err)
 		}
-		roles := eventStore{Log: s, Reservations: s, Cancels: s, Leases: s, Secrets: s, announcer: s}
+		roles := eventStore{Log: s, Reservations: s, Cancels: s, Leases: s, Secrets: s, Budgets: s, announcer: s}
 		return roles, func() { _ = s.Close(); _ = client.Close() }, nil
 	}
 	return eventStore{}, nil, fmt.Errorf("--event-store: unknown store %q (want memory or redis)", o.eventStore)
