@@ -51,11 +51,11 @@ func TestRenderedObjects(t *testing.T) {
 	t.Parallel()
 	want := map[string]map[string]int{
 		"default": {
-			"CustomResourceDefinition": 2, "ServiceAccount": 1, "ClusterRole": 4,
+			"CustomResourceDefinition": 3, "ServiceAccount": 1, "ClusterRole": 4,
 			"ClusterRoleBinding": 1, "Role": 1, "RoleBinding": 1, "Service": 2, "Deployment": 1,
 		},
 		"production": {
-			"CustomResourceDefinition": 2, "ServiceAccount": 1, "ClusterRole": 4,
+			"CustomResourceDefinition": 3, "ServiceAccount": 1, "ClusterRole": 4,
 			"ClusterRoleBinding": 2, "Role": 2, "RoleBinding": 2, "Service": 2, "Deployment": 1,
 			"PodDisruptionBudget": 1, "NetworkPolicy": 1, "ServiceMonitor": 1,
 		},
