@@ -543,8 +543,9 @@ func TestWatchNamespaces(t *testing.T) {
 			for _, ns := range tc.readable {
 				role := roles["Role/"+ns+"/"+DefaultRelease+"-manager-scoped"]
 				for _, verb := range []string{"get", "list", "watch"} {
-					if !grants(role.Rules, "", "secrets", verb) || !grants(role.Rules, "ai.switchboard.dev", "modeldeployments", verb) {
-						t.Errorf("Role %s-manager-scoped in %s does not grant %s on secrets and modeldeployments", DefaultRelease, ns, verb)
+					if !grants(role.Rules, "", "secrets", verb) || !grants(role.Rules, "ai.switchboard.dev", "modeldeployments", verb) ||
+						!grants(role.Rules, "ai.switchboard.dev", "budgets", verb) {
+						t.Errorf("Role %s-manager-scoped in %s does not grant %s on secrets, modeldeployments and budgets", DefaultRelease, ns, verb)
 					}
 				}
 			}
