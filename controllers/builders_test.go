@@ -144,3 +144,60 @@ func notOptedIn(s *corev1.Secret) *corev1.Secret {
 	delete(s.Labels, v1alpha1.CredentialLabel)
 	return s
 }
+
+// withPricing sets spec.pricing.
+func withPricing(p v1alpha1.Pricing) mdOption {
+	return func(md *v1alpha1.ModelDeployment) { md.Spec.Pricing = &p }
+}
+
+// withMaxOutputTokens sets spec.limits.maxOutputTokens.
+func withMaxOutputTokens(n int32) mdOption {
+	return func(md *v1alpha1.ModelDeployment) { md.Spec.Limits = &v1alpha1.DeploymentLimits{MaxOutputTokens: &n} }
+}
+
+// contractPricing is the pricing block of the contract's example (spec/budgets.md).
+func contractPricing() v1alpha1.Pricing {
+	return v1alpha1.Pricing{Currency: "USD", InputTokens: "2.50", OutputTokens: "10.00",
+		CacheReadTokens: "1.25", CacheWriteTokens: "3.125", ReasoningTokens: "10.00", Images: "40000"}
+}
+
+type budgetOption func(*v1alpha1.Budget)
+
+// newBudget builds a Budget of one limit, 600 requests a minute, for every caller of
+// every ModelDeployment of ns.
+func newBudget(ns, name string, opts ...budgetOption) *v1alpha1.Budget {
+	b := &v1alpha1.Budget{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: v1alpha1.BudgetSpec{Limits: []v1alpha1.BudgetLimit{{Window: v1alpha1.BudgetWindowMinute, Requests: ptr[int64](600)}}}}
+	for _, o := range opts {
+		o(b)
+	}
+	return b
+}
+
+// contractBudget makes b the contract's example Budget (spec/budgets.md): premium models,
+// three subjects, 500.00 a month in Berlin and 200000 tokens and 600 requests a minute.
+func contractBudget() budgetOption {
+	return func(b *v1alpha1.Budget) {
+		b.Spec = v1alpha1.BudgetSpec{
+			Selector: &v1alpha1.LabelSelector{MatchLabels: map[string]v1alpha1.LabelValue{"tier": "premium"}},
+			Subjects: []v1alpha1.BudgetSubject{
+				{Kind: v1alpha1.BudgetSubjectServiceAccount, Namespace: "search", Name: "indexer"},
+				{Kind: v1alpha1.BudgetSubjectGroup, Name: "system:serviceaccounts:search"},
+				{Kind: v1alpha1.BudgetSubjectUser, Name: "alice"},
+			},
+			Limits: []v1alpha1.BudgetLimit{
+				{Window: v1alpha1.BudgetWindowMonth, TimeZone: "Europe/Berlin", Cost: ptr[v1alpha1.Price]("500.00")},
+				{Window: v1alpha1.BudgetWindowMinute, Tokens: ptr[int64](200000), Requests: ptr[int64](600)},
+			},
+			Action: v1alpha1.BudgetActionBlock,
+		}
+	}
+}
+
+func withBudgetLimits(l ...v1alpha1.BudgetLimit) budgetOption {
+	return func(b *v1alpha1.Budget) { b.Spec.Limits = l }
+}
+
+func withSubjects(s ...v1alpha1.BudgetSubject) budgetOption {
+	return func(b *v1alpha1.Budget) { b.Spec.Subjects = s }
+}

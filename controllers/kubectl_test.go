@@ -5,6 +5,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -60,6 +61,87 @@ var _ = Describe("kubectl", func() {
 			g.Expect(strings.Fields(lines[0])).To(Equal([]string{"NAME", "TOOLS", "MATCHED", "READY", "AGE"}))
 			g.Expect(strings.Fields(lines[1])[:4]).To(Equal([]string{"strict-tools", "Disabled", "1", "True"}))
 		}).Should(Succeed())
+	})
+
+	It("prints the pricing columns of a ModelDeployment with -o wide only", func() {
+		ns := newNamespace()
+		Expect(k8s.Create(suiteCtx, newSecret(ns, map[string]string{"api-key": "sk"}))).To(Succeed())
+		md := newMD(ns, "priced", withPricing(contractPricing()), withMaxOutputTokens(4096))
+		Expect(k8s.Create(suiteCtx, md)).To(Succeed())
+		Eventually(func(g Gomega) {
+			g.Expect(condition(fetch(g, md), v1alpha1.ConditionReady).Status).To(Equal(metav1.ConditionTrue))
+		}).Should(Succeed())
+
+		lines := strings.Split(strings.TrimSpace(kubectl("get", "md", "-n", ns)), "\n")
+		Expect(strings.Fields(lines[0])).To(Equal([]string{"NAME", "PROVIDER", "MODEL", "INPUTS", "TOOLS", "READY", "AGE"}))
+		lines = strings.Split(strings.TrimSpace(kubectl("get", "md", "-n", ns, "-o", "wide")), "\n")
+		Expect(lines).To(HaveLen(2))
+		Expect(strings.Fields(lines[0])).To(Equal([]string{"NAME", "PROVIDER", "MODEL", "INPUTS", "TOOLS", "READY", "AGE",
+			"CURRENCY", "IN/1M", "OUT/1M", "MAX-OUT"}))
+		row := strings.Fields(lines[1])
+		Expect(row).To(HaveLen(11))
+		Expect(row[7:]).To(Equal([]string{"USD", "2.50", "10.00", "4096"}))
+	})
+
+	It("prints the Budget columns from its status", func() {
+		ns := newNamespace()
+		b := newBudget(ns, "search-team", contractBudget())
+		Expect(k8s.Create(suiteCtx, b)).To(Succeed())
+		lines := strings.Split(strings.TrimSpace(kubectl("get", "budget", "-n", ns)), "\n")
+		Expect(strings.Fields(lines[0])).To(Equal([]string{"NAME", "WINDOW", "USED", "LIMIT", "PERCENT", "EXHAUSTED", "AGE"}))
+
+		// No Budget controller runs in this suite: write the status as the leader would.
+		now := metav1.Now()
+		start := metav1.NewTime(now.Add(-time.Hour))
+		b.Status = v1alpha1.BudgetStatus{
+			ObservedGeneration: b.Generation,
+			Conditions: []metav1.Condition{
+				{Type: v1alpha1.ConditionReady, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonEnforced,
+					Message: "enforced", LastTransitionTime: now, ObservedGeneration: b.Generation},
+				{Type: v1alpha1.ConditionExhausted, Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonWithinLimits,
+					Message: "within limits", LastTransitionTime: now, ObservedGeneration: b.Generation},
+			},
+			Windows: []v1alpha1.BudgetWindowStatus{{Window: v1alpha1.BudgetWindowMonth, TimeZone: "Europe/Berlin",
+				Start: start, ResetAt: metav1.NewTime(now.Add(24 * time.Hour)),
+				Used: v1alpha1.BudgetAmounts{Cost: "123.456789"}, Limit: v1alpha1.BudgetAmounts{Cost: "500.00"}, Percent: 24}},
+			Window: v1alpha1.BudgetWindowMonth, Used: "123.46 USD", Limit: "500.00 USD", Percent: 24,
+		}
+		Expect(k8s.Status().Update(suiteCtx, b)).To(Succeed())
+
+		lines = strings.Split(strings.TrimSpace(kubectl("get", "budget", "-n", ns)), "\n")
+		Expect(lines).To(HaveLen(2))
+		Expect(strings.Fields(lines[0])).To(Equal([]string{"NAME", "WINDOW", "USED", "LIMIT", "PERCENT", "EXHAUSTED", "AGE"}))
+		// Used and Limit hold a space ("123.46 USD"): 9 fields for 7 columns.
+		row := strings.Fields(lines[1])
+		Expect(row).To(HaveLen(9))
+		Expect(row[:8]).To(Equal([]string{"search-team", "Month", "123.46", "USD", "500.00", "USD", "24", "False"}))
+		// The category lists Budgets with the other kinds.
+		Expect(kubectl("get", "switchboard", "-n", ns)).To(ContainSubstring("budget.ai.switchboard.dev/search-team"))
+	})
+
+	It("explains a Budget's limits and a ModelDeployment's pricing from the API doc comments", func() {
+		var out string
+		Eventually(func(g Gomega) {
+			out = strings.Join(strings.Fields(kubectl("explain", "budget.spec.limits")), " ")
+			g.Expect(out).To(ContainSubstring("limits are what may be used per window, 1 to 8 entries"))
+		}).Should(Succeed())
+		for _, field := range []string{"window <string> -required-", "timeZone <string>", "cost <string>",
+			"tokens <integer>", "requests <integer>"} {
+			Expect(out).To(ContainSubstring(field))
+		}
+		Expect(out).To(ContainSubstring("(ISO, from Monday) or Month (a calendar month)"))
+
+		Eventually(func(g Gomega) {
+			out = strings.Join(strings.Fields(kubectl("explain", "modeldeployment.spec.pricing")), " ")
+			g.Expect(out).To(ContainSubstring("pricing is what the model costs, per 1,000,000 units in one currency"))
+		}).Should(Succeed())
+		Expect(out).To(ContainSubstring(`decimal strings such as "2.50", with no sign or exponent and at most 6 decimals`))
+		for _, field := range []string{"currency <string> -required-", "inputTokens <string> -required-",
+			"outputTokens <string> -required-", "cacheReadTokens <string>", "images <string>"} {
+			Expect(out).To(ContainSubstring(field))
+		}
+		out = strings.Join(strings.Fields(kubectl("explain", "modeldeployment.spec.pricing.cacheReadTokens")), " ")
+		Expect(out).To(ContainSubstring("Omitted: inputTokens."))
 	})
 
 	It("explains the capabilities field from the API doc comments", func() {

@@ -35,7 +35,10 @@ import (
 type Manifests struct {
 	Deployments []v1alpha1.ModelDeployment
 	Policies    []v1alpha1.CapabilityPolicy
-	Secrets     []corev1.Secret
+	// Budgets are validated and defaulted here like the other kinds, so that an invalid
+	// Budget fails the load; enforcing them is the runtime's (spec/budgets.md).
+	Budgets []v1alpha1.Budget
+	Secrets []corev1.Secret
 
 	// revisions counts, per Secret namespace/name, the changes seen across reloads: the
 	// standalone stand-in for a resourceVersion. Apply fills it from the previous load;
@@ -165,6 +168,28 @@ func (m *Manifests) add(doc []byte) (string, error) {
 		p.Status = v1alpha1.CapabilityPolicyStatus{}
 		m.Policies = append(m.Policies, p)
 		return "CapabilityPolicy " + p.Namespace + "/" + p.Name, nil
+	case tm.Kind == "Budget" && tm.APIVersion == group:
+		b := v1alpha1.Budget{}
+		if err := strictUnmarshal(doc, &b); err != nil {
+			return "", err
+		}
+		if err := validateMeta(b.Name, &b.Namespace); err != nil {
+			return "", err
+		}
+		if err := b.Spec.Validate(); err != nil {
+			return "", err
+		}
+		if b.Spec.Selector != nil {
+			if _, err := metav1.LabelSelectorAsSelector(b.Spec.Selector.AsLabelSelector()); err != nil {
+				return "", fmt.Errorf("spec.selector: %w", err)
+			}
+		}
+		if b.Spec.Action == "" {
+			b.Spec.Action = v1alpha1.BudgetActionBlock
+		}
+		b.Status = v1alpha1.BudgetStatus{}
+		m.Budgets = append(m.Budgets, b)
+		return "Budget " + b.Namespace + "/" + b.Name, nil
 	case tm.Kind == "Secret" && tm.APIVersion == "v1":
 		s := corev1.Secret{}
 		// Secret errors are generic on purpose: a decoder error could quote a value.
@@ -184,7 +209,7 @@ func (m *Manifests) add(doc []byte) (string, error) {
 		m.Secrets = append(m.Secrets, s)
 		return "Secret " + s.Namespace + "/" + s.Name, nil
 	}
-	return "", fmt.Errorf("unsupported kind %q of apiVersion %q (want %s ModelDeployment or CapabilityPolicy, or v1 Secret)",
+	return "", fmt.Errorf("unsupported kind %q of apiVersion %q (want %s ModelDeployment, CapabilityPolicy or Budget, or v1 Secret)",
 		tm.Kind, tm.APIVersion, group)
 }
 

@@ -9,8 +9,12 @@ const (
 	// the model. Its message says capabilities are declared, not verified.
 	ConditionRoutable = "Routable"
 	// ConditionReady is the summary: True exactly when the object is in the live routing
-	// table (ModelDeployment) or is being enforced (CapabilityPolicy).
+	// table (ModelDeployment) or is being enforced (CapabilityPolicy, Budget).
 	ConditionReady = "Ready"
+	// ConditionExhausted is True while a limit of a Budget is reached: with action Block,
+	// the governed deployments take no more executions of its subjects until the window
+	// resets.
+	ConditionExhausted = "Exhausted"
 )
 
 // Reasons of CredentialsResolved.
@@ -64,9 +68,38 @@ const (
 	ReasonInvalidSelector = "InvalidSelector"
 )
 
+// Reasons of a Budget's Ready. Every False reason keeps the governed deployments out of
+// routing for the Budget's subjects (Budgets fail closed, spec/budgets.md); Enforced and
+// InvalidSpec are shared with CapabilityPolicy.
+const (
+	// ReasonNoPricing: the Budget has a cost limit and a governed ModelDeployment
+	// declares no spec.pricing.
+	ReasonNoPricing = "NoPricing"
+	// ReasonNoOutputCap: the Budget has a cost or tokens limit and a governed
+	// ModelDeployment sets no spec.limits.maxOutputTokens, so no worst case can be
+	// reserved.
+	ReasonNoOutputCap = "NoOutputCap"
+	// ReasonCurrencyMismatch: the governed ModelDeployments are not all priced in one
+	// currency.
+	ReasonCurrencyMismatch = "CurrencyMismatch"
+)
+
+// Reasons of Exhausted.
+const (
+	// ReasonWithinLimits: every limit of the Budget can still take executions.
+	ReasonWithinLimits = "WithinLimits"
+	// ReasonLimitReached: a limit of the Budget is used up until its window resets.
+	ReasonLimitReached = "LimitReached"
+)
+
 // Event reasons that are not condition reasons.
 const (
 	// ReasonCredentialsRotated: the referenced Secret changed; new attempts use the new
 	// value.
 	ReasonCredentialsRotated = "CredentialsRotated"
+	// ReasonBudgetExhausted: a Budget's Exhausted condition became True.
+	ReasonBudgetExhausted = "BudgetExhausted"
+	// ReasonBudgetRestored: a Budget's Exhausted condition became False again (a window
+	// reset or a limit was raised).
+	ReasonBudgetRestored = "BudgetRestored"
 )

@@ -1,6 +1,7 @@
 // Package v1alpha1 contains the Switchboard API types of group ai.switchboard.dev:
-// ModelDeployment (one configured model) and CapabilityPolicy (restrictions on the models
-// of a namespace).
+// ModelDeployment (one configured model), CapabilityPolicy (restrictions on the models of
+// a namespace) and Budget (limits on what the executions of a namespace's models may cost
+// or use per calendar window).
 //
 // +kubebuilder:object:generate=true
 // +groupName=ai.switchboard.dev
@@ -27,6 +28,7 @@ func addKnownTypes(s *runtime.Scheme) error {
 	s.AddKnownTypes(GroupVersion,
 		&ModelDeployment{}, &ModelDeploymentList{},
 		&CapabilityPolicy{}, &CapabilityPolicyList{},
+		&Budget{}, &BudgetList{},
 	)
 	metav1.AddToGroupVersion(s, GroupVersion)
 	return nil

@@ -211,6 +211,21 @@ type ModelDeploymentSpec struct {
 	// suspend removes the model from routing while keeping the object. Default false.
 	// +optional
 	Suspend bool `json:"suspend,omitempty"`
+
+	// pricing is what the model costs, per 1,000,000 units in one currency. Prices are
+	// decimal strings such as "2.50", with no sign or exponent and at most 6 decimals:
+	// money is counted in integer micro-units, never in floating point. Needed by every
+	// Budget with a cost limit that governs the model; usage events then carry a
+	// derived cost. Omitted: the model has no known price, and a Budget with a cost
+	// limit that governs it is Ready=False, NoPricing and keeps it out of routing for
+	// the Budget's subjects.
+	// +optional
+	Pricing *Pricing `json:"pricing,omitempty"`
+
+	// limits bounds what one execution may ask of the model: limits.maxOutputTokens is
+	// the output cap sent to the provider, which a caller may only lower.
+	// +optional
+	Limits *DeploymentLimits `json:"limits,omitempty"`
 }
 
 // ModelDeploymentStatus is the observed state of a ModelDeployment.
@@ -253,7 +268,8 @@ type ModelDeploymentStatus struct {
 }
 
 // ModelDeployment is one configured model: provider, model id, endpoint, the capabilities
-// this model really has, and a reference to its credential Secret.
+// this model really has, and a reference to its credential Secret. Optionally its
+// pricing and output cap, which Budgets need; kubectl get md -o wide shows them.
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=md,categories=switchboard
@@ -263,6 +279,10 @@ type ModelDeploymentStatus struct {
 // +kubebuilder:printcolumn:name="Tools",type=boolean,JSONPath=`.status.effectiveCapabilities.tools`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:printcolumn:name="Currency",type=string,JSONPath=`.spec.pricing.currency`,priority=1
+// +kubebuilder:printcolumn:name="In/1M",type=string,JSONPath=`.spec.pricing.inputTokens`,priority=1
+// +kubebuilder:printcolumn:name="Out/1M",type=string,JSONPath=`.spec.pricing.outputTokens`,priority=1
+// +kubebuilder:printcolumn:name="Max-Out",type=integer,JSONPath=`.spec.limits.maxOutputTokens`,priority=1
 type ModelDeployment struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`

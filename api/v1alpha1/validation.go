@@ -26,6 +26,12 @@ var (
 	projectPattern    = regexp.MustCompile(`^[a-z][a-z0-9-]{4,28}[a-z0-9]$`)
 	labelKeyPattern   = regexp.MustCompile(labelKeyRegex)
 	labelValuePattern = regexp.MustCompile(labelValueRegex)
+	pricePattern      = regexp.MustCompile(priceRegex)
+	zeroPricePattern  = regexp.MustCompile(zeroPriceRegex)
+	currencyPattern   = regexp.MustCompile(currencyRegex)
+	timeZonePattern   = regexp.MustCompile(timeZoneRegex)
+	dnsLabelPattern   = regexp.MustCompile(dnsLabelRegex)
+	saNamePattern     = regexp.MustCompile(dnsSubdomainRegex)
 )
 
 // omit stands for a value an error must not repeat: endpoint and model may carry a secret
@@ -152,7 +158,167 @@ func (s *ModelDeploymentSpec) validate(p *field.Path) field.ErrorList {
 		errs = append(errs, field.Invalid(p, omit, "allowedParameters is only allowed for provider replicate"))
 	}
 	errs = append(errs, s.validateAdapterLimits(p)...)
+	errs = append(errs, s.Pricing.validate(p.Child("pricing"))...)
+	if l := s.Limits; l != nil && l.MaxOutputTokens != nil {
+		errs = append(errs, bounded(p.Child("limits", "maxOutputTokens"), int64(*l.MaxOutputTokens), 1, 1000000)...)
+	}
 	return errs
+}
+
+// validate checks a ModelDeployment's pricing: the currency code and every price. A nil
+// pricing (no price declared) is valid.
+func (pr *Pricing) validate(p *field.Path) field.ErrorList {
+	if pr == nil {
+		return nil
+	}
+	var errs field.ErrorList
+	if len(pr.Currency) > 3 || !currencyPattern.MatchString(pr.Currency) {
+		errs = append(errs, field.Invalid(p.Child("currency"), pr.Currency, msgCurrency))
+	}
+	for _, price := range []struct {
+		name     string
+		v        Price
+		required bool
+	}{
+		{"inputTokens", pr.InputTokens, true},
+		{"outputTokens", pr.OutputTokens, true},
+		{"cacheReadTokens", pr.CacheReadTokens, false},
+		{"cacheWriteTokens", pr.CacheWriteTokens, false},
+		{"reasoningTokens", pr.ReasoningTokens, false},
+		{"images", pr.Images, false},
+		{"mediaSeconds", pr.MediaSeconds, false},
+	} {
+		switch {
+		case price.v == "" && price.required:
+			errs = append(errs, field.Required(p.Child(price.name), ""))
+		case price.v != "":
+			errs = append(errs, price.v.validate(p.Child(price.name))...)
+		}
+	}
+	return errs
+}
+
+// validate checks the syntax of a price: a decimal with at most 6 decimals.
+func (v Price) validate(p *field.Path) field.ErrorList {
+	if len(v) > 20 || !pricePattern.MatchString(string(v)) {
+		return field.ErrorList{field.Invalid(p, string(v), msgPrice)}
+	}
+	return nil
+}
+
+// Validate checks spec against the Budget schema and its CEL rules, selector included.
+// An empty action is valid: it defaults to Block.
+func (s *BudgetSpec) Validate() error {
+	p := field.NewPath("spec")
+	errs := s.Selector.validate(p.Child("selector"))
+	sp := p.Child("subjects")
+	if len(s.Subjects) > 64 {
+		errs = append(errs, field.TooMany(sp, len(s.Subjects), 64))
+	}
+	for i := range s.Subjects {
+		errs = append(errs, s.Subjects[i].validate(sp.Index(i))...)
+	}
+	lp := p.Child("limits")
+	switch n := len(s.Limits); {
+	case s.Limits == nil:
+		errs = append(errs, field.Required(lp, ""))
+	case n == 0:
+		errs = append(errs, field.Invalid(lp, omit, msgLimitsEmpty))
+	case n > 8:
+		errs = append(errs, field.TooMany(lp, n, 8))
+	}
+	windows := make(map[[2]string]bool, len(s.Limits))
+	repeated := false
+	for i := range s.Limits {
+		l := &s.Limits[i]
+		errs = append(errs, l.validate(lp.Index(i))...)
+		tz := l.TimeZone
+		if tz == "" {
+			tz = "UTC"
+		}
+		key := [2]string{string(l.Window), tz}
+		repeated = repeated || windows[key]
+		windows[key] = true
+	}
+	if repeated {
+		errs = append(errs, field.Invalid(lp, omit, msgLimitsRepeat))
+	}
+	switch s.Action {
+	case "", BudgetActionBlock, BudgetActionAudit:
+	default:
+		errs = append(errs, field.NotSupported(p.Child("action"), s.Action, []BudgetAction{BudgetActionBlock, BudgetActionAudit}))
+	}
+	return errs.ToAggregate()
+}
+
+// validate checks one Budget subject: its kind, and a namespace for and only for a
+// ServiceAccount.
+func (sub *BudgetSubject) validate(p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	switch {
+	case sub.Kind == "":
+		errs = append(errs, field.Required(p.Child("kind"), ""))
+	case !slices.Contains(BudgetSubjectKinds, sub.Kind):
+		errs = append(errs, field.NotSupported(p.Child("kind"), sub.Kind, BudgetSubjectKinds))
+	}
+	if sub.Namespace != "" {
+		errs = append(errs, patterned(p.Child("namespace"), sub.Namespace, 1, 63, dnsLabelPattern)...)
+	}
+	errs = append(errs, length(p.Child("name"), sub.Name, 1, 253)...)
+	if sub.Kind == BudgetSubjectServiceAccount {
+		if sub.Namespace == "" {
+			errs = append(errs, field.Invalid(p, omit, msgSubjectNamespaceRequired))
+		}
+		if !saNamePattern.MatchString(sub.Name) {
+			errs = append(errs, field.Invalid(p, omit, msgServiceAccountName))
+		}
+	} else if sub.Namespace != "" {
+		errs = append(errs, field.Invalid(p, omit, msgSubjectNamespaceForbidden))
+	}
+	return errs
+}
+
+// validate checks one Budget limit: its window and time zone, and at least one unit,
+// each at least 1 (a cost greater than 0).
+func (l *BudgetLimit) validate(p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	switch {
+	case l.Window == "":
+		errs = append(errs, field.Required(p.Child("window"), ""))
+	case !slices.Contains(BudgetWindows, l.Window):
+		errs = append(errs, field.NotSupported(p.Child("window"), l.Window, BudgetWindows))
+	}
+	if l.TimeZone != "" && (len(l.TimeZone) > 64 || !timeZonePattern.MatchString(l.TimeZone)) {
+		errs = append(errs, field.Invalid(p.Child("timeZone"), l.TimeZone, msgTimeZone))
+	}
+	if l.Cost != nil {
+		errs = append(errs, l.Cost.validate(p.Child("cost"))...)
+		if zeroPricePattern.MatchString(string(*l.Cost)) {
+			errs = append(errs, field.Invalid(p, omit, msgCostPositive))
+		}
+	}
+	if l.Tokens != nil {
+		errs = append(errs, bounded(p.Child("tokens"), *l.Tokens, 1, 0)...)
+	}
+	if l.Requests != nil {
+		errs = append(errs, bounded(p.Child("requests"), *l.Requests, 1, 0)...)
+	}
+	if l.Cost == nil && l.Tokens == nil && l.Requests == nil {
+		errs = append(errs, field.Invalid(p, omit, msgLimitUnit))
+	}
+	return errs
+}
+
+// bounded checks lo <= v and, when hi > 0, v <= hi, in the words of the API server's
+// minimum and maximum checks.
+func bounded(p *field.Path, v, lo, hi int64) field.ErrorList {
+	switch {
+	case v < lo:
+		return field.ErrorList{field.Invalid(p, v, fmt.Sprintf("should be greater than or equal to %d", lo))}
+	case hi > 0 && v > hi:
+		return field.ErrorList{field.Invalid(p, v, fmt.Sprintf("should be less than or equal to %d", hi))}
+	}
+	return nil
 }
 
 // validateAdapterLimits refuses capability declarations the provider's adapter can never

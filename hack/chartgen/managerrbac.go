@@ -32,6 +32,7 @@ var namespacedResources = map[string]bool{
 	"coordination.k8s.io/leases":            true,
 	"ai.switchboard.dev/modeldeployments":   true,
 	"ai.switchboard.dev/capabilitypolicies": true,
+	"ai.switchboard.dev/budgets":            true,
 }
 
 // clusterScopedResources are the cluster-scoped resources the manager's markers may name,

@@ -51,11 +51,11 @@ func TestRenderedObjects(t *testing.T) {
 	t.Parallel()
 	want := map[string]map[string]int{
 		"default": {
-			"CustomResourceDefinition": 2, "ServiceAccount": 1, "ClusterRole": 4,
+			"CustomResourceDefinition": 3, "ServiceAccount": 1, "ClusterRole": 4,
 			"ClusterRoleBinding": 1, "Role": 1, "RoleBinding": 1, "Service": 2, "Deployment": 1,
 		},
 		"production": {
-			"CustomResourceDefinition": 2, "ServiceAccount": 1, "ClusterRole": 4,
+			"CustomResourceDefinition": 3, "ServiceAccount": 1, "ClusterRole": 4,
 			"ClusterRoleBinding": 2, "Role": 2, "RoleBinding": 2, "Service": 2, "Deployment": 1,
 			"PodDisruptionBudget": 1, "NetworkPolicy": 1, "ServiceMonitor": 1,
 		},
@@ -543,8 +543,9 @@ func TestWatchNamespaces(t *testing.T) {
 			for _, ns := range tc.readable {
 				role := roles["Role/"+ns+"/"+DefaultRelease+"-manager-scoped"]
 				for _, verb := range []string{"get", "list", "watch"} {
-					if !grants(role.Rules, "", "secrets", verb) || !grants(role.Rules, "ai.switchboard.dev", "modeldeployments", verb) {
-						t.Errorf("Role %s-manager-scoped in %s does not grant %s on secrets and modeldeployments", DefaultRelease, ns, verb)
+					if !grants(role.Rules, "", "secrets", verb) || !grants(role.Rules, "ai.switchboard.dev", "modeldeployments", verb) ||
+						!grants(role.Rules, "ai.switchboard.dev", "budgets", verb) {
+						t.Errorf("Role %s-manager-scoped in %s does not grant %s on secrets, modeldeployments and budgets", DefaultRelease, ns, verb)
 					}
 				}
 			}
