@@ -154,21 +154,21 @@ var pricingCases = []TableEntry{
 	Entry("pricing with the required prices only, free input", mdCase{opts: []mdOption{
 		withPricing(v1alpha1.Pricing{Currency: "EUR", InputTokens: "0", OutputTokens: "0.000001"})}}),
 	Entry("the largest output cap", mdCase{opts: []mdOption{withMaxOutputTokens(1000000)}}),
-	Entry("an input price with two points", mdCase{opts: []mdOption{pricing(func(p *v1alpha1.Pricing) { p.InputTokens = "2.5.0" })},
+	Entry("an input price with two points", mdCase{opts: []mdOption{editPricing(func(p *v1alpha1.Pricing) { p.InputTokens = "2.5.0" })},
 		message: "spec.pricing.inputTokens: Invalid value"}),
-	Entry("a negative output price", mdCase{opts: []mdOption{pricing(func(p *v1alpha1.Pricing) { p.OutputTokens = "-1" })},
+	Entry("a negative output price", mdCase{opts: []mdOption{editPricing(func(p *v1alpha1.Pricing) { p.OutputTokens = "-1" })},
 		message: msgPrice}),
-	Entry("an output price with an exponent", mdCase{opts: []mdOption{pricing(func(p *v1alpha1.Pricing) { p.OutputTokens = "1e3" })},
+	Entry("an output price with an exponent", mdCase{opts: []mdOption{editPricing(func(p *v1alpha1.Pricing) { p.OutputTokens = "1e3" })},
 		message: msgPrice}),
-	Entry("a cache price with 7 decimals", mdCase{opts: []mdOption{pricing(func(p *v1alpha1.Pricing) { p.CacheReadTokens = "0.1234567" })},
+	Entry("a cache price with 7 decimals", mdCase{opts: []mdOption{editPricing(func(p *v1alpha1.Pricing) { p.CacheReadTokens = "0.1234567" })},
 		message: "spec.pricing.cacheReadTokens: Invalid value"}),
-	Entry("an image price with a comma", mdCase{opts: []mdOption{pricing(func(p *v1alpha1.Pricing) { p.Images = "0,04" })},
+	Entry("an image price with a comma", mdCase{opts: []mdOption{editPricing(func(p *v1alpha1.Pricing) { p.Images = "0,04" })},
 		message: msgPrice}),
-	Entry("a lower-case currency", mdCase{opts: []mdOption{pricing(func(p *v1alpha1.Pricing) { p.Currency = "usd" })},
+	Entry("a lower-case currency", mdCase{opts: []mdOption{editPricing(func(p *v1alpha1.Pricing) { p.Currency = "usd" })},
 		message: msgCurrency}),
-	Entry("a currency name", mdCase{opts: []mdOption{pricing(func(p *v1alpha1.Pricing) { p.Currency = "Dollar" })},
+	Entry("a currency name", mdCase{opts: []mdOption{editPricing(func(p *v1alpha1.Pricing) { p.Currency = "Dollar" })},
 		message: "spec.pricing.currency"}),
-	Entry("a two-letter currency", mdCase{opts: []mdOption{pricing(func(p *v1alpha1.Pricing) { p.Currency = "US" })},
+	Entry("a two-letter currency", mdCase{opts: []mdOption{editPricing(func(p *v1alpha1.Pricing) { p.Currency = "US" })},
 		message: msgCurrency}),
 	Entry("an output cap of 0", mdCase{opts: []mdOption{withMaxOutputTokens(0)},
 		message: "should be greater than or equal to 1"}),
@@ -176,8 +176,8 @@ var pricingCases = []TableEntry{
 		message: "should be less than or equal to 1000000"}),
 }
 
-// pricing sets the contract's pricing, changed by edit.
-func pricing(edit func(*v1alpha1.Pricing)) mdOption {
+// editPricing sets the contract's pricing, changed by edit.
+func editPricing(edit func(*v1alpha1.Pricing)) mdOption {
 	p := contractPricing()
 	edit(&p)
 	return withPricing(p)

@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/switchboard-dev/switchboard/api/v1alpha1"
+	"github.com/switchboard-dev/switchboard/runtime/budget"
 	"github.com/switchboard-dev/switchboard/runtime/routing"
 )
 
@@ -94,7 +95,7 @@ func TestStandaloneNeverRepeatsSecretBearingValues(t *testing.T) {
 			// At start: the error WatchManifests (and LoadManifests) returns.
 			bad := t.TempDir()
 			writeFile(t, bad, "models.yaml", string(doc))
-			err = WatchManifests(context.Background(), bad, routing.NewRegistry(&routing.Holder{}), time.Millisecond, funcr.New(func(string, string) {}, funcr.Options{}))
+			err = WatchManifests(context.Background(), bad, routing.NewRegistry(&routing.Holder{}), new(budget.Holder), time.Millisecond, funcr.New(func(string, string) {}, funcr.Options{}))
 			if err == nil || !strings.Contains(err.Error(), "models.yaml: document 1") {
 				t.Fatalf("WatchManifests error = %v, want the file's validation error", err)
 			}
@@ -118,7 +119,7 @@ func TestStandaloneNeverRepeatsSecretBearingValues(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			done := make(chan error, 1)
 			go func() {
-				done <- WatchManifests(ctx, dir, routing.NewRegistry(&routing.Holder{}), 10*time.Millisecond, log)
+				done <- WatchManifests(ctx, dir, routing.NewRegistry(&routing.Holder{}), new(budget.Holder), 10*time.Millisecond, log)
 			}()
 			defer func() { cancel(); <-done }()
 			for !strings.Contains(logged(), "Routing table synced") {

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strconv"
@@ -15,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/switchboard-dev/switchboard/api/v1alpha1"
+	"github.com/switchboard-dev/switchboard/runtime/pricing"
 	"github.com/switchboard-dev/switchboard/runtime/protocol"
 	"github.com/switchboard-dev/switchboard/runtime/routing"
 )
@@ -258,8 +260,34 @@ func resolveWith(md *v1alpha1.ModelDeployment, secret *corev1.Secret, policies [
 	if md.Spec.AttemptTimeout != nil {
 		d.AttemptTimeout = md.Spec.AttemptTimeout.Duration
 	}
+	if len(md.Labels) > 0 {
+		d.Labels = maps.Clone(md.Labels)
+	}
+	d.Pricing = prices(md.Spec.Pricing)
+	if l := md.Spec.Limits; l != nil && l.MaxOutputTokens != nil {
+		d.MaxOutputTokens = int64(*l.MaxOutputTokens)
+	}
 	res.deployment = d
 	return res
+}
+
+// prices reads a ModelDeployment's pricing into the runtime's micro-units; nil when it
+// declares none. The API server (or the standalone validator) has checked every price,
+// so one that still does not parse leaves the model unpriced, which every Budget with
+// a cost limit refuses (spec/budgets.md, "Fail closed").
+func prices(p *v1alpha1.Pricing) *pricing.Prices {
+	if p == nil {
+		return nil
+	}
+	out, err := pricing.New(pricing.Declared{
+		Currency: p.Currency, InputTokens: string(p.InputTokens), OutputTokens: string(p.OutputTokens),
+		CacheReadTokens: string(p.CacheReadTokens), CacheWriteTokens: string(p.CacheWriteTokens),
+		ReasoningTokens: string(p.ReasoningTokens), Images: string(p.Images), MediaSeconds: string(p.MediaSeconds),
+	})
+	if err != nil {
+		return nil
+	}
+	return out
 }
 
 // A rule returns ok, or the Routable=False reason and message that excludes the model.

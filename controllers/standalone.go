@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/switchboard-dev/switchboard/api/v1alpha1"
+	"github.com/switchboard-dev/switchboard/runtime/budget"
 	"github.com/switchboard-dev/switchboard/runtime/routing"
 )
 
@@ -187,6 +188,11 @@ func (m *Manifests) add(doc []byte) (string, error) {
 		if b.Spec.Action == "" {
 			b.Spec.Action = v1alpha1.BudgetActionBlock
 		}
+		// What the API server cannot check (a time zone this runtime does not know)
+		// makes the manifest invalid too: the folder's last good state keeps serving.
+		if _, invalid := CompileBudget(&b); invalid != "" {
+			return "", errors.New(invalid)
+		}
 		b.Status = v1alpha1.BudgetStatus{}
 		m.Budgets = append(m.Budgets, b)
 		return "Budget " + b.Namespace + "/" + b.Name, nil
@@ -323,14 +329,15 @@ type Outcome struct {
 	Message  string
 }
 
-// WatchManifests loads dir into registry, publishes the table, then reloads whenever a
-// file changes, until ctx ends. A load error at start is returned; a broken file later
-// is logged and the last good table keeps serving.
+// WatchManifests loads dir into registry and its Budgets into budgets, publishes the
+// table, then reloads whenever a file changes, until ctx ends. A load error at start is
+// returned; a broken file later is logged and the last good table and Budgets keep
+// serving.
 //
 // It polls (every interval, 250ms by default) rather than using inotify: Kubernetes
 // mounts ConfigMaps and Secrets through symlink swaps that inotify reports unreliably, and
 // a stat of a small folder four times a second costs nothing.
-func WatchManifests(ctx context.Context, dir string, registry *routing.Registry, interval time.Duration, log logr.Logger) error {
+func WatchManifests(ctx context.Context, dir string, registry *routing.Registry, budgets *budget.Holder, interval time.Duration, log logr.Logger) error {
 	if interval <= 0 {
 		interval = 250 * time.Millisecond
 	}
@@ -339,6 +346,7 @@ func WatchManifests(ctx context.Context, dir string, registry *routing.Registry,
 		return err
 	}
 	logOutcomes(log, current.Apply(registry, nil))
+	budgets.Store(compileBudgets(current.Budgets))
 	registry.Start()
 	log.Info("Routing table synced from manifests", "folder", dir, "modelDeployments", len(current.Deployments))
 
@@ -362,6 +370,7 @@ func WatchManifests(ctx context.Context, dir string, registry *routing.Registry,
 			continue
 		}
 		logOutcomes(log, m.Apply(registry, current))
+		budgets.Store(compileBudgets(m.Budgets))
 		current = m
 		log.Info("Manifests applied", "folder", dir, "modelDeployments", len(m.Deployments))
 	}
@@ -391,5 +400,39 @@ func logOutcomes(log logr.Logger, outcomes []Outcome) {
 			continue
 		}
 		log.Info("ModelDeployment not routable", "modelDeployment", o.Ref.String(), "reason", o.Reason, "message", o.Message)
+	}
+}
+
+// ReportBudgets records, every interval until ctx ends, what each Budget of o.Holder
+// used in o.Metrics: in standalone mode, where no status is written, the metrics are
+// how a Budget is watched.
+func ReportBudgets(ctx context.Context, o BudgetOptions, interval time.Duration, log logr.Logger) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		now := time.Now()
+		if o.Now != nil {
+			now = o.Now()
+		}
+		for _, b := range o.Holder.Load().All() {
+			if b.Invalid {
+				continue
+			}
+			windows, err := budget.Report(ctx, o.Store, b, now)
+			if err != nil {
+				if ctx.Err() == nil {
+					log.Error(err, "Cannot read a Budget's counters", "budget", b.Namespace+"/"+b.Name)
+				}
+				continue
+			}
+			for _, w := range windows {
+				o.Metrics.BudgetWindow(b, w)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
 	}
 }

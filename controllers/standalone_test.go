@@ -16,6 +16,7 @@ import (
 
 	"github.com/switchboard-dev/switchboard/api/v1alpha1"
 	"github.com/switchboard-dev/switchboard/runtime/protocol"
+	"github.com/switchboard-dev/switchboard/runtime/budget"
 	"github.com/switchboard-dev/switchboard/runtime/routing"
 )
 
@@ -133,7 +134,9 @@ func TestWatchManifestsAppliesEditsAndKeepsTheLastGoodTable(t *testing.T) {
 	h := &routing.Holder{}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- WatchManifests(ctx, dir, routing.NewRegistry(h), 20*time.Millisecond, log) }()
+	go func() {
+		done <- WatchManifests(ctx, dir, routing.NewRegistry(h), new(budget.Holder), 20*time.Millisecond, log)
+	}()
 	defer func() { cancel(); <-done }()
 
 	waitFor := func(what string, cond func(*routing.Table) bool) {

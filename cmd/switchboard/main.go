@@ -387,10 +387,11 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 
 	ready := readiness{holder: holder, draining: &draining}
 	registry := routing.NewRegistry(holder, routing.OnPublish(metrics.TablePublished))
+	budgetOpts := controllers.BudgetOptions{Holder: budgets, Table: holder, Store: store.Budgets, Metrics: metrics}
 	if o.manifests != "" {
-		return runStandalone(serving, o, registry, ready, api, callers, certs, log)
+		return runStandalone(serving, o, registry, budgetOpts, ready, api, callers, certs, log)
 	}
-	return runInCluster(serving, o, kubeConfig, registry, ready, api, certs)
+	return runInCluster(serving, o, kubeConfig, registry, budgetOpts, ready, api, certs)
 }
 
 // servingTLS makes srv serve HTTPS with the key pair of certFile and keyFile, and returns
@@ -516,6 +517,10 @@ type budgetStore struct {
 	eventstore.Reader
 }
 
+// budgetReportInterval is how often a standalone replica records what its Budgets used
+// in the metrics (in a cluster, the leader's status writer does).
+const budgetReportInterval = 10 * time.Second
+
 // budgetSweepInterval is how often a replica settles the reservations of executions
 // whose runner stopped before settling them (budget.Enforcer.Sweep).
 const budgetSweepInterval = 5 * time.Second
@@ -576,7 +581,8 @@ func openStore(ctx context.Context, o *options, log logr.Logger) (eventStore, fu
 
 // runInCluster runs the controller manager; the runtime's HTTP server is one of its
 // runnables, on every replica.
-func runInCluster(ctx context.Context, o *options, cfg *rest.Config, registry *routing.Registry, ready readiness, api *http.Server, certs []*certwatcher.CertWatcher) error {
+func runInCluster(ctx context.Context, o *options, cfg *rest.Config, registry *routing.Registry, budgets controllers.BudgetOptions,
+	ready readiness, api *http.Server, certs []*certwatcher.CertWatcher) error {
 	scheme := runtime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
 	utilruntime.Must(v1alpha1.AddToScheme(scheme))
@@ -621,6 +627,18 @@ func runInCluster(ctx context.Context, o *options, cfg *rest.Config, registry *r
 	if err := controllers.Setup(mgr, registry); err != nil {
 		return err
 	}
+	budgetsSynced, err := controllers.SetupBudgets(mgr, budgets)
+	if err != nil {
+		return err
+	}
+	if err := mgr.AddReadyzCheck("budgets", func(*http.Request) error {
+		if !budgetsSynced() {
+			return errors.New("budgets not synced")
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
 		return err
 	}
@@ -643,11 +661,15 @@ func runInCluster(ctx context.Context, o *options, cfg *rest.Config, registry *r
 
 // runStandalone serves from manifest files: no cluster, the same table builder. callers
 // is what --auth selected (nil for none).
-func runStandalone(ctx context.Context, o *options, registry *routing.Registry, ready readiness, api *http.Server,
+func runStandalone(ctx context.Context, o *options, registry *routing.Registry, budgets controllers.BudgetOptions, ready readiness, api *http.Server,
 	callers *auth.Auth, certs []*certwatcher.CertWatcher, log logr.Logger) error {
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error {
-		return controllers.WatchManifests(ctx, o.manifests, registry, 0, log.WithName("manifests"))
+		return controllers.WatchManifests(ctx, o.manifests, registry, budgets.Holder, 0, log.WithName("manifests"))
+	})
+	g.Go(func() error {
+		controllers.ReportBudgets(ctx, budgets, budgetReportInterval, log.WithName("budget"))
+		return nil
 	})
 	for _, w := range certs {
 		g.Go(func() error { return w.Start(ctx) })

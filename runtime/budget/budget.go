@@ -11,6 +11,8 @@
 package budget
 
 import (
+	"cmp"
+	"maps"
 	"slices"
 	"strconv"
 	"sync/atomic"
@@ -39,6 +41,9 @@ type Budget struct {
 	Limits []Limit
 	// Audit counts and reports but never refuses (action: Audit).
 	Audit bool
+	// Invalid marks a Budget the runtime cannot evaluate (a time zone it does not know):
+	// it takes every deployment it governs out of routing for its subjects.
+	Invalid bool
 }
 
 // Subject is a caller a Budget counts: a ServiceAccount (Namespace and Name), a Group
@@ -144,15 +149,7 @@ func NewSet(budgets []Budget) *Set {
 		s.byNamespace[b.Namespace] = append(s.byNamespace[b.Namespace], b)
 	}
 	for _, list := range s.byNamespace {
-		slices.SortFunc(list, func(a, b *Budget) int {
-			if a.Name < b.Name {
-				return -1
-			}
-			if a.Name > b.Name {
-				return 1
-			}
-			return 0
-		})
+		slices.SortFunc(list, func(a, b *Budget) int { return cmp.Compare(a.Name, b.Name) })
 	}
 	return s
 }
@@ -164,6 +161,18 @@ func (s *Set) In(ns string) []*Budget {
 		return nil
 	}
 	return s.byNamespace[ns]
+}
+
+// All returns every Budget of the set, by namespace and name.
+func (s *Set) All() []*Budget {
+	if s == nil {
+		return nil
+	}
+	var out []*Budget
+	for _, ns := range slices.Sorted(maps.Keys(s.byNamespace)) {
+		out = append(out, s.byNamespace[ns]...)
+	}
+	return out
 }
 
 // Len is the number of Budgets in the set.

@@ -6,18 +6,21 @@ import "github.com/switchboard-dev/switchboard/runtime/routing"
 // closed"): the deployment is then taken out of routing for the Budget's subjects, and
 // the Budget is Ready=False with the reason.
 const (
+	ReasonInvalidSpec      = "InvalidSpec"
 	ReasonNoPricing        = "NoPricing"
 	ReasonNoOutputCap      = "NoOutputCap"
 	ReasonCurrencyMismatch = "CurrencyMismatch"
 )
 
-// Check returns why b cannot count d, or "" when it can: a cost limit over a
+// Check returns why b cannot count d, or "" when it can: b is Invalid, a cost limit over a
 // deployment without prices (NoPricing), a cost or token limit over one without an
 // output cap (NoOutputCap), or a cost limit over deployments priced in more than one
 // currency (CurrencyMismatch), as currency reports, the Budget's currency over every
 // deployment it governs (see Currency).
 func Check(b *Budget, d *routing.Deployment, currency string) string {
 	switch {
+	case b.Invalid:
+		return ReasonInvalidSpec
 	case b.NeedsPricing() && d.Pricing == nil:
 		return ReasonNoPricing
 	case b.NeedsOutputCap() && d.MaxOutputTokens <= 0:
