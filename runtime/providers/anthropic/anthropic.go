@@ -20,8 +20,9 @@ const (
 	DefaultEndpoint = "https://api.anthropic.com"
 	// APIVersion is the anthropic-version header value the wire mapping is written for.
 	APIVersion = "2023-06-01"
-	// DefaultMaxTokens is sent as max_tokens, which the API requires, unless the request's
-	// anthropic.max_tokens extension says otherwise.
+	// DefaultMaxTokens is sent as max_tokens, which the API requires, when neither the
+	// request (generation.max_output_tokens or anthropic.max_tokens) nor the deployment
+	// (its output cap, spec.limits.maxOutputTokens) sets a limit.
 	DefaultMaxTokens = 4096
 )
 
@@ -59,7 +60,9 @@ type adapter struct {
 	url    string
 	model  string
 	cred   routing.Credential
-	caps   routing.CapSet
+	// d is the deployment the adapter was built for: its capabilities and output cap
+	// decide what a request may send.
+	d      *routing.Deployment
 	client *http.Client
 	log    logr.Logger
 }
@@ -105,7 +108,7 @@ func New(d *routing.Deployment, opts ...Option) (engine.Adapter, error) {
 	}
 	target := u.JoinPath(messagesPath).String()
 
-	return &adapter{url: target, model: d.Model, cred: d.Credential, caps: d.Capabilities,
+	return &adapter{url: target, model: d.Model, cred: d.Credential, d: d,
 		client: providerhttp.Client(o.client), log: o.log}, nil
 }
 
@@ -124,8 +127,8 @@ func (a *adapter) Execute(ctx context.Context, at engine.Attempt, emit engine.Em
 	if at.Request == nil {
 		return engine.Outcome{}, engine.NotSent(invalid(msgMissing))
 	}
-	stream := a.caps.Has(routing.CapsOf(protocol.CapStreaming))
-	body, perr := buildRequest(at.Request, a.model, a.caps, stream)
+	stream := a.d.Capabilities.Has(routing.CapsOf(protocol.CapStreaming))
+	body, perr := buildRequest(at.Request, a.d, stream)
 	if perr != nil {
 		return engine.Outcome{}, engine.NotSent(perr)
 	}

@@ -94,7 +94,9 @@ type adapter struct {
 	model  string
 	region string
 	cred   credential
-	caps   routing.CapSet
+	// d is the deployment the adapter was built for: its capabilities and output cap
+	// decide what a request may send.
+	d      *routing.Deployment
 	client *http.Client
 	log    logr.Logger
 	clock  func() time.Time
@@ -165,7 +167,7 @@ func New(d *routing.Deployment, opts ...Option) (engine.Adapter, error) {
 	if perr != nil {
 		return nil, perr
 	}
-	return &adapter{base: base, model: d.Model, region: d.Region, cred: cred, caps: d.Capabilities,
+	return &adapter{base: base, model: d.Model, region: d.Region, cred: cred, d: d,
 		client: providerhttp.Client(o.client), log: o.log, clock: o.clock}, nil
 }
 
@@ -195,8 +197,8 @@ func (a *adapter) Execute(ctx context.Context, at engine.Attempt, emit engine.Em
 	if at.Request == nil {
 		return engine.Outcome{}, engine.NotSent(invalid(msgMissing))
 	}
-	stream := a.caps.Has(routing.CapsOf(protocol.CapStreaming))
-	body, perr := buildRequest(at.Request, a.caps)
+	stream := a.d.Capabilities.Has(routing.CapsOf(protocol.CapStreaming))
+	body, perr := buildRequest(at.Request, a.d)
 	if perr != nil {
 		return engine.Outcome{}, engine.NotSent(perr)
 	}

@@ -108,7 +108,9 @@ type adapter struct {
 	model    string
 	url      string // the model method's URL, alt=sse included when streaming
 	stream   bool
-	caps     routing.CapSet
+	// d is the deployment the adapter was built for: its provider, capabilities and
+	// output cap decide what a request may send.
+	d        *routing.Deployment
 	client   *http.Client
 	log      logr.Logger
 
@@ -151,7 +153,7 @@ func New(d *routing.Deployment, opts ...Option) (engine.Adapter, error) {
 		provider: d.Provider,
 		model:    d.Model,
 		stream:   d.Capabilities.Has(routing.CapsOf(protocol.CapStreaming)),
-		caps:     d.Capabilities,
+		d:        d,
 		client:   providerhttp.Client(o.client),
 		log:      o.log,
 	}
@@ -226,7 +228,7 @@ func (a *adapter) Execute(ctx context.Context, at engine.Attempt, emit engine.Em
 	if at.Request == nil {
 		return engine.Outcome{}, engine.NotSent(invalid(msgMissing))
 	}
-	body, perr := buildRequest(at.Request, a.provider, a.caps)
+	body, perr := buildRequest(at.Request, a.d)
 	if perr != nil {
 		return engine.Outcome{}, engine.NotSent(perr)
 	}

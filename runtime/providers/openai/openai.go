@@ -92,7 +92,9 @@ type adapter struct {
 	url      string // {endpoint}/chat/completions, query kept
 	// cred is revealed only for the credential header and to scrub echoes.
 	cred   routing.Credential
-	caps   routing.CapSet
+	// d is the deployment the adapter was built for: its capabilities and output cap
+	// decide what a request may send.
+	d      *routing.Deployment
 	stream bool
 	client *http.Client
 	log    logr.Logger
@@ -133,7 +135,7 @@ func New(d *routing.Deployment, opts ...Option) (engine.Adapter, error) {
 		provider: d.Provider,
 		model:    d.Model,
 		url:      u,
-		caps:     d.Capabilities,
+		d:        d,
 		stream:   d.Capabilities.Has(routing.CapsOf(protocol.CapStreaming)),
 		client:   providerhttp.Client(cfg.client),
 		log:      cfg.log.WithValues("provider", d.Provider, "deployment", d.RefString()),
@@ -173,7 +175,7 @@ func (a *adapter) Execute(ctx context.Context, at engine.Attempt, emit engine.Em
 	}
 	// The adapter is built per attempt, so it takes the attempt's logger.
 	a.log = providerhttp.Logger(ctx, a.log)
-	body, perr := buildRequest(at.Request, a.provider, a.model, a.caps, a.stream)
+	body, perr := buildRequest(at.Request, a.d, a.stream)
 	if perr != nil {
 		return engine.Outcome{}, engine.NotSent(perr)
 	}

@@ -111,8 +111,9 @@ type adapter struct {
 	name     string
 	version  string // pinned by the model id ("owner/name:version"), else empty
 	token    routing.Credential
-	caps     routing.CapSet
-	params   []string // spec.allowedParameters
+	// d is the deployment the adapter was built for: its capabilities, allowed
+	// parameters (spec.allowedParameters) and output cap decide what a request may send.
+	d        *routing.Deployment
 	client   *http.Client
 	pollInit time.Duration
 	pollMax  time.Duration
@@ -140,8 +141,7 @@ func New(d *routing.Deployment, opts ...Option) (engine.Adapter, error) {
 	}
 	a := &adapter{
 		token:    d.Credential,
-		caps:     d.Capabilities,
-		params:   d.Parameters,
+		d:        d,
 		pollInit: o.pollInitial,
 		pollMax:  o.pollMax,
 	}
