@@ -8,6 +8,7 @@ import (
 	"github.com/go-logr/logr"
 
 	"github.com/switchboard-dev/switchboard/runtime/engine"
+	"github.com/switchboard-dev/switchboard/runtime/pricing"
 	"github.com/switchboard-dev/switchboard/runtime/protocol"
 	"github.com/switchboard-dev/switchboard/runtime/providers/providerhttp"
 	"github.com/switchboard-dev/switchboard/runtime/routing"
@@ -57,9 +58,9 @@ func WithLogger(l logr.Logger) Option {
 // adapter runs attempts against one deployment. It holds only constructor inputs and is
 // safe for concurrent use.
 type adapter struct {
-	url    string
-	model  string
-	cred   routing.Credential
+	url   string
+	model string
+	cred  routing.Credential
 	// d is the deployment the adapter was built for: its capabilities and output cap
 	// decide what a request may send.
 	d      *routing.Deployment
@@ -75,10 +76,17 @@ func Factory(d *routing.Deployment) (engine.Adapter, error) { return New(d) }
 
 var _ engine.Factory = Factory
 
+// Counting is how the Messages API counts the tokens the adapter reports (README.md,
+// "Usage"): input_tokens excludes the cached tokens, which cache_read_input_tokens and
+// cache_creation_input_tokens report apart; output_tokens includes the extended
+// thinking tokens, which the API does not report apart (so none are taken out).
+var Counting = pricing.Counting{InputIncludesCache: false, OutputIncludesReasoning: true}
+
 // Register adds the adapter for Provider, built with opts, to m
-// (engine.Config.Providers), with CanEncode as its routing-time check.
+// (engine.Config.Providers), with CanEncode as its routing-time check and Counting.
 func Register(m map[string]engine.Provider, opts ...Option) {
-	providerhttp.Register(m, engine.Provider{New: providerhttp.Factory(New, opts...), CanEncode: CanEncode, Operation: "chat"}, Provider)
+	providerhttp.Register(m, engine.Provider{New: providerhttp.Factory(New, opts...), CanEncode: CanEncode, Operation: "chat",
+		Counting: Counting}, Provider)
 }
 
 // New returns the adapter for d. It fails with provider_rejected when d cannot be served:

@@ -18,6 +18,7 @@ import (
 	"github.com/go-logr/logr"
 
 	"github.com/switchboard-dev/switchboard/runtime/engine"
+	"github.com/switchboard-dev/switchboard/runtime/pricing"
 	"github.com/switchboard-dev/switchboard/runtime/protocol"
 	"github.com/switchboard-dev/switchboard/runtime/providers/providerhttp"
 	"github.com/switchboard-dev/switchboard/runtime/routing"
@@ -125,10 +126,17 @@ func Factory(d *routing.Deployment) (engine.Adapter, error) { return New(d) }
 
 var _ engine.Factory = Factory
 
+// Counting is how Converse counts the tokens the adapter reports (README.md, "Usage"):
+// inputTokens excludes the cached tokens, which cacheReadInputTokens and
+// cacheWriteInputTokens report apart; outputTokens includes any reasoning tokens, which
+// Converse does not report apart (so none are taken out).
+var Counting = pricing.Counting{InputIncludesCache: false, OutputIncludesReasoning: true}
+
 // Register adds the adapter for Provider, built with opts, to m
-// (engine.Config.Providers), with CanEncode as its routing-time check.
+// (engine.Config.Providers), with CanEncode as its routing-time check and Counting.
 func Register(m map[string]engine.Provider, opts ...Option) {
-	providerhttp.Register(m, engine.Provider{New: providerhttp.Factory(New, opts...), CanEncode: CanEncode, Operation: "chat"}, Provider)
+	providerhttp.Register(m, engine.Provider{New: providerhttp.Factory(New, opts...), CanEncode: CanEncode, Operation: "chat",
+		Counting: Counting}, Provider)
 }
 
 // New returns the adapter for d. It fails with provider_rejected, a fixed message and

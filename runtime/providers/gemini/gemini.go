@@ -11,6 +11,7 @@ import (
 	"github.com/go-logr/logr"
 
 	"github.com/switchboard-dev/switchboard/runtime/engine"
+	"github.com/switchboard-dev/switchboard/runtime/pricing"
 	"github.com/switchboard-dev/switchboard/runtime/protocol"
 	"github.com/switchboard-dev/switchboard/runtime/providers/providerhttp"
 	"github.com/switchboard-dev/switchboard/runtime/routing"
@@ -94,10 +95,18 @@ func WithLogger(l logr.Logger) Option {
 	return func(o *options) { o.log = l }
 }
 
+// Counting is how the adapter counts the tokens it reports for both providers (README.md,
+// "Usage"): input_tokens is promptTokenCount (plus toolUsePromptTokenCount), which
+// includes the cached tokens of cachedContentTokenCount; output_tokens is
+// candidatesTokenCount plus thoughtsTokenCount, which Google reports apart and the
+// adapter adds up, so it includes the reasoning tokens it also reports.
+var Counting = pricing.Counting{InputIncludesCache: true, OutputIncludesReasoning: true}
+
 // Register adds the adapter for ProviderGemini and ProviderVertex, built with opts, to m
-// (engine.Config.Providers), with CanEncode as their routing-time check.
+// (engine.Config.Providers), with CanEncode as their routing-time check and Counting.
 func Register(m map[string]engine.Provider, opts ...Option) {
-	providerhttp.Register(m, engine.Provider{New: providerhttp.Factory(New, opts...), CanEncode: CanEncode, Operation: "chat"},
+	providerhttp.Register(m, engine.Provider{New: providerhttp.Factory(New, opts...), CanEncode: CanEncode, Operation: "chat",
+		Counting: Counting},
 		ProviderGemini, ProviderVertex)
 }
 
@@ -110,9 +119,9 @@ type adapter struct {
 	stream   bool
 	// d is the deployment the adapter was built for: its provider, capabilities and
 	// output cap decide what a request may send.
-	d        *routing.Deployment
-	client   *http.Client
-	log      logr.Logger
+	d      *routing.Deployment
+	client *http.Client
+	log    logr.Logger
 
 	// apiKey is the gemini credential, revealed only for x-goog-api-key and to scrub
 	// echoes; unset for vertex.

@@ -8,6 +8,7 @@ import (
 	"github.com/go-logr/logr"
 
 	"github.com/switchboard-dev/switchboard/runtime/engine"
+	"github.com/switchboard-dev/switchboard/runtime/pricing"
 	"github.com/switchboard-dev/switchboard/runtime/protocol"
 	"github.com/switchboard-dev/switchboard/runtime/providers/providerhttp"
 	"github.com/switchboard-dev/switchboard/runtime/routing"
@@ -74,11 +75,17 @@ var _ engine.Factory = Factory
 // client).
 func NewFactory(opts ...Option) engine.Factory { return providerhttp.Factory(New, opts...) }
 
+// Counting is how OpenAI, Azure OpenAI and the compatible servers count the tokens the
+// adapter reports (README.md, "Usage"): prompt_tokens includes the cached tokens of
+// prompt_tokens_details.cached_tokens, and completion_tokens the reasoning tokens of
+// completion_tokens_details.reasoning_tokens; the adapter reports both totals as given.
+var Counting = pricing.Counting{InputIncludesCache: true, OutputIncludesReasoning: true}
+
 // Register adds the adapter for ProviderOpenAI, ProviderCompatible and ProviderAzure,
 // built with opts, to m (engine.Config.Providers), with CanEncode as its routing-time
-// check.
+// check and Counting.
 func Register(m map[string]engine.Provider, opts ...Option) {
-	providerhttp.Register(m, engine.Provider{New: NewFactory(opts...), CanEncode: CanEncode, Operation: "chat"},
+	providerhttp.Register(m, engine.Provider{New: NewFactory(opts...), CanEncode: CanEncode, Operation: "chat", Counting: Counting},
 		ProviderOpenAI, ProviderCompatible, ProviderAzure)
 }
 
@@ -91,7 +98,7 @@ type adapter struct {
 	model    string
 	url      string // {endpoint}/chat/completions, query kept
 	// cred is revealed only for the credential header and to scrub echoes.
-	cred   routing.Credential
+	cred routing.Credential
 	// d is the deployment the adapter was built for: its capabilities and output cap
 	// decide what a request may send.
 	d      *routing.Deployment
