@@ -41,9 +41,9 @@ func TestGeneration(t *testing.T) {
 
 // TestOutputCap: on a deployment that allows the max_tokens input, its output cap is
 // sent as max_tokens on every call; the request's generation.max_output_tokens or a
-// replicate.input max_tokens may only lower it, and a larger one is clamped to it. A
-// deployment without that input is sent no cap (Replicate cannot take it there), and a
-// max_tokens parameter the cap cannot lower (not a number) is declined.
+// replicate.input max_tokens may only lower it, and a larger one — or one that is no
+// number, which cannot be compared with the cap — is clamped to it, never refused. A
+// deployment without that input is sent no cap (Replicate cannot take it there).
 func TestOutputCap(t *testing.T) {
 	text := routing.CapsOf(protocol.CapInputText, protocol.CapInputJSON, protocol.CapOutputText)
 	llm := []string{"max_tokens", "temperature"}
@@ -61,8 +61,9 @@ func TestOutputCap(t *testing.T) {
 			Extensions: `"replicate.input":{"max_tokens":9000.5,"temperature":0.5}`,
 			Want:       `{"input":{"max_tokens":1000,"prompt":"Hello","temperature":0.5}}`},
 		{Name: "parameter not a number", Caps: text, Parameters: llm, MaxOutputTokens: 1000,
-			Extensions: `"replicate.input":{"max_tokens":"9000"}`, Refused: protocol.CodeUnsupportedCapability,
-			Message: "the deployment caps output tokens, so the replicate max_tokens parameter must be a number"},
+			Extensions: `"replicate.input":{"max_tokens":"200"}`, Want: `{"input":{"max_tokens":1000,"prompt":"Hello"}}`},
+		{Name: "parameter without a cap kept as given", Caps: text, Parameters: llm,
+			Extensions: `"replicate.input":{"max_tokens":9000}`, Want: `{"input":{"max_tokens":9000,"prompt":"Hello"}}`},
 		{Name: "no max_tokens input: no cap sent", Caps: text, Parameters: []string{"temperature"}, MaxOutputTokens: 1000,
 			Want: `{"input":{"prompt":"Hello"}}`},
 	})

@@ -48,8 +48,6 @@ var (
 	errParamAllowed  = protocol.NewError(protocol.CodeInvalidRequest, "a model parameter the request sets is not allowed by the deployment")
 	errParamReserved = protocol.NewError(protocol.CodeInvalidRequest,
 		"model parameters cannot set the prompt or a media input: those come from the input parts")
-	errParamCapped = protocol.NewError(protocol.CodeUnsupportedCapability,
-		"the deployment caps output tokens, so the replicate max_tokens parameter must be a number")
 )
 
 // CanEncode is the adapter's engine.EncodeCheck, installed by Register: the refusal
@@ -61,9 +59,11 @@ var (
 //     unsupported_capability;
 //   - then, replicate.input that is not an object of allowed values, names the prompt
 //     or a media input, or names a parameter outside d.Parameters: invalid_request (the
-//     caller asked for something the deployment does not allow);
-//   - then, on a deployment with an output cap, a max_tokens parameter that is not a
-//     number: unsupported_capability (the cap could not lower it).
+//     caller asked for something the deployment does not allow).
+//
+// The output cap never causes a refusal (it is clamped, see withGeneration), so the
+// verdict depends only on d's capabilities and parameters, as engine.EncodeCheck
+// requires.
 func CanEncode(req *protocol.Request, d *routing.Deployment) *protocol.Error {
 	return providerhttp.CheckEncode(req, d, encodable)
 }
@@ -114,8 +114,8 @@ var generationInputs = []struct{ key, name string }{
 //
 // d's output cap is sent as max_tokens when d allows that input (spec/http-api.md,
 // "Generation options"): the request's generation.max_output_tokens lowered to it, or
-// the cap alone; a max_tokens parameter above it is lowered to it. A model that does
-// not take max_tokens is sent no cap: it cannot be enforced there.
+// the cap alone; a max_tokens parameter above it is lowered to it (capParameter). A
+// model that does not take max_tokens is sent no cap: it cannot be enforced there.
 func withGeneration(req *protocol.Request, d *routing.Deployment, params map[string]json.RawMessage) (map[string]json.RawMessage, *protocol.Error) {
 	g, err := protocol.Generation(req)
 	if err != nil {
@@ -134,11 +134,7 @@ func withGeneration(req *protocol.Request, d *routing.Deployment, params map[str
 	}
 	support.Limit(&g, d.MaxOutputTokens)
 	if raw, set := params[maxTokensInput]; set && d.MaxOutputTokens > 0 {
-		v, ok := capParameter(raw, d.MaxOutputTokens)
-		if !ok {
-			return nil, errParamCapped.Clone()
-		}
-		params[maxTokensInput] = v
+		params[maxTokensInput] = capParameter(raw, d.MaxOutputTokens)
 	}
 	for _, in := range generationInputs {
 		if v := generationValue(&g, in.key); v != nil {
@@ -156,27 +152,21 @@ func withGeneration(req *protocol.Request, d *routing.Deployment, params map[str
 const maxTokensInput = "max_tokens"
 
 // capParameter lowers raw, a max_tokens parameter of replicate.input, to limit: a number
-// above it becomes limit, any other number is kept as given. It is false for a value
-// that is not a number (a string or a boolean), which the cap cannot lower.
-func capParameter(raw json.RawMessage, limit int64) (json.RawMessage, bool) {
+// not above it is kept as given, and anything else becomes limit — a larger number, or
+// a value that is no number (a string or a boolean), which cannot be compared with the
+// cap and so cannot be trusted to stay under it.
+func capParameter(raw json.RawMessage, limit int64) json.RawMessage {
 	var v any
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
-	if dec.Decode(&v) != nil {
-		return nil, false
+	if dec.Decode(&v) == nil {
+		if n, ok := v.(json.Number); ok {
+			if f, err := n.Float64(); err == nil && f <= float64(limit) {
+				return raw
+			}
+		}
 	}
-	n, isNumber := v.(json.Number)
-	if !isNumber {
-		return nil, false
-	}
-	f, err := n.Float64()
-	if err != nil {
-		return nil, false
-	}
-	if f > float64(limit) {
-		return strconv.AppendInt(nil, limit, 10), true
-	}
-	return raw, true
+	return strconv.AppendInt(nil, limit, 10)
 }
 
 // generationValue is the option of key as a JSON number, or nil when it is not set.
