@@ -6,6 +6,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/switchboard-dev/switchboard/runtime/pricing"
 	"github.com/switchboard-dev/switchboard/runtime/protocol"
 	"github.com/switchboard-dev/switchboard/runtime/routing"
 )
@@ -177,6 +178,14 @@ type Provider struct {
 	// Operation is the GenAI operation name of its attempts (gen_ai.operation.name:
 	// chat, generate_content, …), for their spans; empty means DefaultOperation.
 	Operation string
+	// Counting says how the adapter's provider counts the tokens of its usage reports:
+	// whether the input count includes the cached tokens, and the output count the
+	// reasoning tokens, it also reports. Budgets price every token once with it
+	// (spec/budgets.md, "Pricing"); whoever builds the routing table copies it into
+	// each deployment of the provider (routing.Deployment.Counting). The zero value
+	// says neither count includes the other, right for a provider that reports no
+	// token counts at all.
+	Counting pricing.Counting
 }
 
 // Outcome is the result of a successful attempt.

@@ -8,6 +8,7 @@ import (
 	"github.com/go-logr/logr"
 
 	"github.com/switchboard-dev/switchboard/runtime/engine"
+	"github.com/switchboard-dev/switchboard/runtime/pricing"
 	"github.com/switchboard-dev/switchboard/runtime/protocol"
 	"github.com/switchboard-dev/switchboard/runtime/providers/providerhttp"
 	"github.com/switchboard-dev/switchboard/runtime/routing"
@@ -20,8 +21,9 @@ const (
 	DefaultEndpoint = "https://api.anthropic.com"
 	// APIVersion is the anthropic-version header value the wire mapping is written for.
 	APIVersion = "2023-06-01"
-	// DefaultMaxTokens is sent as max_tokens, which the API requires, unless the request's
-	// anthropic.max_tokens extension says otherwise.
+	// DefaultMaxTokens is sent as max_tokens, which the API requires, when neither the
+	// request (generation.max_output_tokens or anthropic.max_tokens) nor the deployment
+	// (its output cap, spec.limits.maxOutputTokens) sets a limit.
 	DefaultMaxTokens = 4096
 )
 
@@ -56,10 +58,12 @@ func WithLogger(l logr.Logger) Option {
 // adapter runs attempts against one deployment. It holds only constructor inputs and is
 // safe for concurrent use.
 type adapter struct {
-	url    string
-	model  string
-	cred   routing.Credential
-	caps   routing.CapSet
+	url   string
+	model string
+	cred  routing.Credential
+	// d is the deployment the adapter was built for: its capabilities and output cap
+	// decide what a request may send.
+	d      *routing.Deployment
 	client *http.Client
 	log    logr.Logger
 }
@@ -72,10 +76,17 @@ func Factory(d *routing.Deployment) (engine.Adapter, error) { return New(d) }
 
 var _ engine.Factory = Factory
 
+// Counting is how the Messages API counts the tokens the adapter reports (README.md,
+// "Usage"): input_tokens excludes the cached tokens, which cache_read_input_tokens and
+// cache_creation_input_tokens report apart; output_tokens includes the extended
+// thinking tokens, which the API does not report apart (so none are taken out).
+var Counting = pricing.Counting{InputIncludesCache: false, OutputIncludesReasoning: true}
+
 // Register adds the adapter for Provider, built with opts, to m
-// (engine.Config.Providers), with CanEncode as its routing-time check.
+// (engine.Config.Providers), with CanEncode as its routing-time check and Counting.
 func Register(m map[string]engine.Provider, opts ...Option) {
-	providerhttp.Register(m, engine.Provider{New: providerhttp.Factory(New, opts...), CanEncode: CanEncode, Operation: "chat"}, Provider)
+	providerhttp.Register(m, engine.Provider{New: providerhttp.Factory(New, opts...), CanEncode: CanEncode, Operation: "chat",
+		Counting: Counting}, Provider)
 }
 
 // New returns the adapter for d. It fails with provider_rejected when d cannot be served:
@@ -105,7 +116,7 @@ func New(d *routing.Deployment, opts ...Option) (engine.Adapter, error) {
 	}
 	target := u.JoinPath(messagesPath).String()
 
-	return &adapter{url: target, model: d.Model, cred: d.Credential, caps: d.Capabilities,
+	return &adapter{url: target, model: d.Model, cred: d.Credential, d: d,
 		client: providerhttp.Client(o.client), log: o.log}, nil
 }
 
@@ -124,8 +135,8 @@ func (a *adapter) Execute(ctx context.Context, at engine.Attempt, emit engine.Em
 	if at.Request == nil {
 		return engine.Outcome{}, engine.NotSent(invalid(msgMissing))
 	}
-	stream := a.caps.Has(routing.CapsOf(protocol.CapStreaming))
-	body, perr := buildRequest(at.Request, a.model, a.caps, stream)
+	stream := a.d.Capabilities.Has(routing.CapsOf(protocol.CapStreaming))
+	body, perr := buildRequest(at.Request, a.d, stream)
 	if perr != nil {
 		return engine.Outcome{}, engine.NotSent(perr)
 	}

@@ -40,3 +40,19 @@ func TestGeneration(t *testing.T) {
 			Message: "structured output is not supported by the anthropic adapter"},
 	})
 }
+
+// TestOutputCap: the deployment's output cap is max_tokens (which the API requires) when
+// the request sets no limit — in place of DefaultMaxTokens, above it or below; the
+// request's generation.max_output_tokens or anthropic.max_tokens may only lower it, and
+// a larger one is clamped to it, never refused.
+func TestOutputCap(t *testing.T) {
+	providertest.CheckGeneration(t, subject, []providertest.GenerationCase{
+		{Name: "cap only", MaxOutputTokens: 1000, Want: `{"max_tokens":1000}`},
+		{Name: "cap only, above the default", MaxOutputTokens: 8192, Want: `{"max_tokens":8192}`},
+		{Name: "caller lower", MaxOutputTokens: 1000, Extensions: `"generation.max_output_tokens":300`, Want: `{"max_tokens":300}`},
+		{Name: "caller higher", MaxOutputTokens: 1000, Extensions: `"generation.max_output_tokens":5000`, Want: `{"max_tokens":1000}`},
+		{Name: "provider key lower", MaxOutputTokens: 1000, Extensions: `"generation.max_output_tokens":5000,"anthropic.max_tokens":200`,
+			Want: `{"max_tokens":200}`},
+		{Name: "provider key higher", MaxOutputTokens: 1000, Extensions: `"anthropic.max_tokens":9000`, Want: `{"max_tokens":1000}`},
+	})
+}

@@ -91,7 +91,9 @@ const (
 
 // generation is what the Messages API takes of the generation options (README.md,
 // "Generation options"): temperatures up to 1, and neither a seed nor JSON or
-// structured output. Each anthropic.* key overrides the generation key of its field.
+// structured output. Each anthropic.* key overrides the generation key of its field;
+// anthropic.max_tokens is lowered to the deployment's output cap like the generation key
+// (buildRequest).
 var generation = providerhttp.GenerationSupport{
 	Adapter: "anthropic",
 	Honours: []string{
@@ -152,16 +154,16 @@ var _ engine.EncodeCheck = CanEncode
 
 // encodable is check on d's configuration, its refusal only.
 func encodable(req *protocol.Request, d *routing.Deployment) *protocol.Error {
-	_, err := check(req, d.Capabilities)
+	_, err := check(req, d)
 	return err
 }
 
-// check returns the first refusal of r for a deployment with caps, or nil, and the
-// generation options it sends. It is the only place refusals are decided: buildRequest
-// maps only requests it admits.
-func check(r *protocol.Request, caps routing.CapSet) (protocol.GenerationOptions, *protocol.Error) {
+// check returns the first refusal of r for deployment d, or nil, and the generation
+// options it sends (d's output cap applied). It is the only place refusals are decided:
+// buildRequest maps only requests it admits.
+func check(r *protocol.Request, d *routing.Deployment) (protocol.GenerationOptions, *protocol.Error) {
 	_, marks := breakpoints(r.Extensions, len(r.Input))
-	return generation.Read(r, caps, applyExtensions(&messagesRequest{}, r.Extensions), marks, checkParts(r, caps))
+	return generation.Read(r, d, applyExtensions(&messagesRequest{}, r.Extensions), marks, checkParts(r, d.Capabilities))
 }
 
 // checkParts refuses the parts a deployment with caps cannot take.
@@ -261,8 +263,9 @@ func (m mapper) checkContent(p *protocol.Part) *protocol.Error {
 	return unsupported("input part type " + string(p.Type) + " is not supported by the anthropic adapter")
 }
 
-// buildRequest maps r to the Messages API body for a deployment with capabilities caps,
-// or returns check's refusal.
+// buildRequest maps r to the Messages API body for deployment d, or returns check's
+// refusal. max_tokens, which the API requires, is the request's limit lowered to d's
+// output cap, else the cap, else DefaultMaxTokens.
 //
 // Parts are taken in order. System parts (text or json) become the top-level system
 // blocks; every other part becomes a content block of a user or assistant turn, and
@@ -270,13 +273,19 @@ func (m mapper) checkContent(p *protocol.Part) *protocol.Error {
 // the API requires. Nothing is invented: a conversation that starts with an assistant
 // turn is sent as it is, and the API's verdict applies. A json part is data for the
 // model: its compact JSON travels as a text block, never as request fields.
-func buildRequest(r *protocol.Request, model string, caps routing.CapSet, stream bool) (*messagesRequest, *protocol.Error) {
-	g, err := check(r, caps)
+func buildRequest(r *protocol.Request, d *routing.Deployment, stream bool) (*messagesRequest, *protocol.Error) {
+	g, err := check(r, d)
 	if err != nil {
 		return nil, err
 	}
-	mr := &messagesRequest{Model: model, MaxTokens: DefaultMaxTokens, Stream: stream, Messages: []message{}}
+	mr := &messagesRequest{Model: d.Model, MaxTokens: DefaultMaxTokens, Stream: stream, Messages: []message{}}
 	_ = applyExtensions(mr, r.Extensions) // check accepted every value
+	if _, ok := r.Extensions[extMaxTokens]; ok {
+		// anthropic.max_tokens carries the output limit instead of the generation key
+		// (which Read then left alone): the deployment's cap lowers it the same way
+		// (spec/http-api.md, "Generation options").
+		mr.MaxTokens = *providerhttp.OutputCap(&mr.MaxTokens, d.MaxOutputTokens)
+	}
 	applyGeneration(mr, &g)
 	marks, _ := breakpoints(r.Extensions, len(r.Input))
 	for i := range r.Input {

@@ -18,6 +18,7 @@ import (
 	"github.com/go-logr/logr"
 
 	"github.com/switchboard-dev/switchboard/runtime/engine"
+	"github.com/switchboard-dev/switchboard/runtime/pricing"
 	"github.com/switchboard-dev/switchboard/runtime/protocol"
 	"github.com/switchboard-dev/switchboard/runtime/providers/providerhttp"
 	"github.com/switchboard-dev/switchboard/runtime/routing"
@@ -94,7 +95,9 @@ type adapter struct {
 	model  string
 	region string
 	cred   credential
-	caps   routing.CapSet
+	// d is the deployment the adapter was built for: its capabilities and output cap
+	// decide what a request may send.
+	d      *routing.Deployment
 	client *http.Client
 	log    logr.Logger
 	clock  func() time.Time
@@ -123,10 +126,17 @@ func Factory(d *routing.Deployment) (engine.Adapter, error) { return New(d) }
 
 var _ engine.Factory = Factory
 
+// Counting is how Converse counts the tokens the adapter reports (README.md, "Usage"):
+// inputTokens excludes the cached tokens, which cacheReadInputTokens and
+// cacheWriteInputTokens report apart; outputTokens includes any reasoning tokens, which
+// Converse does not report apart (so none are taken out).
+var Counting = pricing.Counting{InputIncludesCache: false, OutputIncludesReasoning: true}
+
 // Register adds the adapter for Provider, built with opts, to m
-// (engine.Config.Providers), with CanEncode as its routing-time check.
+// (engine.Config.Providers), with CanEncode as its routing-time check and Counting.
 func Register(m map[string]engine.Provider, opts ...Option) {
-	providerhttp.Register(m, engine.Provider{New: providerhttp.Factory(New, opts...), CanEncode: CanEncode, Operation: "chat"}, Provider)
+	providerhttp.Register(m, engine.Provider{New: providerhttp.Factory(New, opts...), CanEncode: CanEncode, Operation: "chat",
+		Counting: Counting}, Provider)
 }
 
 // New returns the adapter for d. It fails with provider_rejected, a fixed message and
@@ -165,7 +175,7 @@ func New(d *routing.Deployment, opts ...Option) (engine.Adapter, error) {
 	if perr != nil {
 		return nil, perr
 	}
-	return &adapter{base: base, model: d.Model, region: d.Region, cred: cred, caps: d.Capabilities,
+	return &adapter{base: base, model: d.Model, region: d.Region, cred: cred, d: d,
 		client: providerhttp.Client(o.client), log: o.log, clock: o.clock}, nil
 }
 
@@ -195,8 +205,8 @@ func (a *adapter) Execute(ctx context.Context, at engine.Attempt, emit engine.Em
 	if at.Request == nil {
 		return engine.Outcome{}, engine.NotSent(invalid(msgMissing))
 	}
-	stream := a.caps.Has(routing.CapsOf(protocol.CapStreaming))
-	body, perr := buildRequest(at.Request, a.caps)
+	stream := a.d.Capabilities.Has(routing.CapsOf(protocol.CapStreaming))
+	body, perr := buildRequest(at.Request, a.d)
 	if perr != nil {
 		return engine.Outcome{}, engine.NotSent(perr)
 	}

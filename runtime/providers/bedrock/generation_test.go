@@ -42,3 +42,20 @@ func TestGeneration(t *testing.T) {
 		{Name: "schema", Extensions: `"generation.response_schema":{}`, Caps: all, Refused: unsupported},
 	})
 }
+
+// TestOutputCap: the deployment's output cap is inferenceConfig.maxTokens on every call;
+// the request's generation.max_output_tokens or bedrock.max_tokens may only lower it,
+// and a larger one is clamped to it, never refused.
+func TestOutputCap(t *testing.T) {
+	providertest.CheckGeneration(t, subject, []providertest.GenerationCase{
+		{Name: "cap only", MaxOutputTokens: 1000, Want: `{"inferenceConfig":{"maxTokens":1000}}`},
+		{Name: "caller lower", MaxOutputTokens: 1000, Extensions: `"generation.max_output_tokens":300`,
+			Want: `{"inferenceConfig":{"maxTokens":300}}`},
+		{Name: "caller higher", MaxOutputTokens: 1000, Extensions: `"generation.max_output_tokens":5000`,
+			Want: `{"inferenceConfig":{"maxTokens":1000}}`},
+		{Name: "provider key lower", MaxOutputTokens: 1000, Extensions: `"generation.max_output_tokens":5000,"bedrock.max_tokens":200`,
+			Want: `{"inferenceConfig":{"maxTokens":200}}`},
+		{Name: "provider key higher", MaxOutputTokens: 1000, Extensions: `"bedrock.max_tokens":9000,"bedrock.temperature":0.5`,
+			Want: `{"inferenceConfig":{"maxTokens":1000,"temperature":0.5}}`},
+	})
+}

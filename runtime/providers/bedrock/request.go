@@ -189,20 +189,22 @@ var _ engine.EncodeCheck = CanEncode
 
 // encodable is check on d's configuration, its refusal only.
 func encodable(req *protocol.Request, d *routing.Deployment) *protocol.Error {
-	_, err := check(req, d.Capabilities)
+	_, err := check(req, d)
 	return err
 }
 
-// check returns the first refusal of r for a deployment with caps, or nil, and the
-// generation options it sends. It is the only place refusals are decided: buildRequest
-// maps only requests it admits.
-func check(r *protocol.Request, caps routing.CapSet) (protocol.GenerationOptions, *protocol.Error) {
-	return generation.Read(r, caps, applyExtensions(&converseRequest{}, r.Extensions), checkParts(r, caps))
+// check returns the first refusal of r for deployment d, or nil, and the generation
+// options it sends (d's output cap applied). It is the only place refusals are decided:
+// buildRequest maps only requests it admits.
+func check(r *protocol.Request, d *routing.Deployment) (protocol.GenerationOptions, *protocol.Error) {
+	return generation.Read(r, d, applyExtensions(&converseRequest{}, r.Extensions), checkParts(r, d.Capabilities))
 }
 
 // generation is what Converse takes of the generation options (README.md, "Generation
 // options"): inferenceConfig's fields, temperatures up to 1, and a tool choice other
-// than none. Each bedrock.* key overrides the generation key of its field.
+// than none. Each bedrock.* key overrides the generation key of its field;
+// bedrock.max_tokens is lowered to the deployment's output cap like the generation key
+// (buildRequest).
 var generation = providerhttp.GenerationSupport{
 	Adapter: "bedrock",
 	Honours: []string{
@@ -377,8 +379,8 @@ func (m mapper) checkContent(p *protocol.Part) *protocol.Error {
 	return nil
 }
 
-// buildRequest maps r to the Converse body for a deployment with capabilities caps, or
-// returns check's refusal.
+// buildRequest maps r to the Converse body for deployment d, or returns check's
+// refusal.
 //
 // Parts are taken in order. System parts (text or json) become the top-level system
 // blocks; tool parts the toolConfig; every other part a content block of a user or
@@ -386,13 +388,19 @@ func (m mapper) checkContent(p *protocol.Part) *protocol.Error {
 // the turns alternate as the API requires. A json part is data for the model: its
 // compact JSON travels as a text block (in a tool result too), never as request fields
 // or as a toolResult json block.
-func buildRequest(r *protocol.Request, caps routing.CapSet) (*converseRequest, *protocol.Error) {
-	g, err := check(r, caps)
+func buildRequest(r *protocol.Request, d *routing.Deployment) (*converseRequest, *protocol.Error) {
+	g, err := check(r, d)
 	if err != nil {
 		return nil, err
 	}
 	cr := &converseRequest{Messages: []message{}}
 	_ = applyExtensions(cr, r.Extensions) // check accepted every value
+	if cfg := cr.InferenceConfig; cfg != nil && cfg.MaxTokens != nil {
+		// bedrock.max_tokens carries the output limit instead of the generation key
+		// (which Read then left alone): the deployment's cap lowers it the same way
+		// (spec/http-api.md, "Generation options").
+		cfg.MaxTokens = providerhttp.OutputCap(cfg.MaxTokens, d.MaxOutputTokens)
+	}
 	names := newDocumentNamer()
 	for i := range r.Input {
 		p := &r.Input[i]

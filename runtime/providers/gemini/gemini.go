@@ -11,6 +11,7 @@ import (
 	"github.com/go-logr/logr"
 
 	"github.com/switchboard-dev/switchboard/runtime/engine"
+	"github.com/switchboard-dev/switchboard/runtime/pricing"
 	"github.com/switchboard-dev/switchboard/runtime/protocol"
 	"github.com/switchboard-dev/switchboard/runtime/providers/providerhttp"
 	"github.com/switchboard-dev/switchboard/runtime/routing"
@@ -94,10 +95,18 @@ func WithLogger(l logr.Logger) Option {
 	return func(o *options) { o.log = l }
 }
 
+// Counting is how the adapter counts the tokens it reports for both providers (README.md,
+// "Usage"): input_tokens is promptTokenCount (plus toolUsePromptTokenCount), which
+// includes the cached tokens of cachedContentTokenCount; output_tokens is
+// candidatesTokenCount plus thoughtsTokenCount, which Google reports apart and the
+// adapter adds up, so it includes the reasoning tokens it also reports.
+var Counting = pricing.Counting{InputIncludesCache: true, OutputIncludesReasoning: true}
+
 // Register adds the adapter for ProviderGemini and ProviderVertex, built with opts, to m
-// (engine.Config.Providers), with CanEncode as their routing-time check.
+// (engine.Config.Providers), with CanEncode as their routing-time check and Counting.
 func Register(m map[string]engine.Provider, opts ...Option) {
-	providerhttp.Register(m, engine.Provider{New: providerhttp.Factory(New, opts...), CanEncode: CanEncode, Operation: "chat"},
+	providerhttp.Register(m, engine.Provider{New: providerhttp.Factory(New, opts...), CanEncode: CanEncode, Operation: "chat",
+		Counting: Counting},
 		ProviderGemini, ProviderVertex)
 }
 
@@ -108,9 +117,11 @@ type adapter struct {
 	model    string
 	url      string // the model method's URL, alt=sse included when streaming
 	stream   bool
-	caps     routing.CapSet
-	client   *http.Client
-	log      logr.Logger
+	// d is the deployment the adapter was built for: its provider, capabilities and
+	// output cap decide what a request may send.
+	d      *routing.Deployment
+	client *http.Client
+	log    logr.Logger
 
 	// apiKey is the gemini credential, revealed only for x-goog-api-key and to scrub
 	// echoes; unset for vertex.
@@ -151,7 +162,7 @@ func New(d *routing.Deployment, opts ...Option) (engine.Adapter, error) {
 		provider: d.Provider,
 		model:    d.Model,
 		stream:   d.Capabilities.Has(routing.CapsOf(protocol.CapStreaming)),
-		caps:     d.Capabilities,
+		d:        d,
 		client:   providerhttp.Client(o.client),
 		log:      o.log,
 	}
@@ -226,7 +237,7 @@ func (a *adapter) Execute(ctx context.Context, at engine.Attempt, emit engine.Em
 	if at.Request == nil {
 		return engine.Outcome{}, engine.NotSent(invalid(msgMissing))
 	}
-	body, perr := buildRequest(at.Request, a.provider, a.caps)
+	body, perr := buildRequest(at.Request, a.d)
 	if perr != nil {
 		return engine.Outcome{}, engine.NotSent(perr)
 	}

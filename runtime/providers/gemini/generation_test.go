@@ -46,6 +46,20 @@ func generationCases() []providertest.GenerationCase {
 			Message: "the deployment does not declare JSON output (output.json)"},
 		{Name: "schema undeclared", Extensions: `"generation.response_schema":{}`, Caps: jsonOut, Refused: unsupported,
 			Message: "the deployment does not declare structured output (structured_output)"},
+		// The deployment's output cap is maxOutputTokens on every call; the request's
+		// generation.max_output_tokens or gemini.max_output_tokens may only lower it, and
+		// a larger one is clamped to it, never refused.
+		{Name: "cap only", MaxOutputTokens: 1000, Want: `{"generationConfig":{"maxOutputTokens":1000}}`},
+		{Name: "caller lower than the cap", MaxOutputTokens: 1000, Extensions: `"generation.max_output_tokens":300`,
+			Want: `{"generationConfig":{"maxOutputTokens":300}}`},
+		{Name: "caller higher than the cap", MaxOutputTokens: 1000, Extensions: `"generation.max_output_tokens":5000`,
+			Want: `{"generationConfig":{"maxOutputTokens":1000}}`},
+		{Name: "provider key lower than the cap", MaxOutputTokens: 1000,
+			Extensions: `"generation.max_output_tokens":5000,"gemini.max_output_tokens":200`,
+			Want:       `{"generationConfig":{"maxOutputTokens":200}}`},
+		{Name: "provider key higher than the cap", MaxOutputTokens: 1000,
+			Extensions: `"gemini.max_output_tokens":9000,"gemini.temperature":0.5`,
+			Want:       `{"generationConfig":{"temperature":0.5,"maxOutputTokens":1000}}`},
 	}
 }
 

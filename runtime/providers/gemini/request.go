@@ -146,7 +146,8 @@ var (
 
 // generation is what both providers take of the generation options (README.md,
 // "Generation options"): all of them, seeds within 32 bits. Each gemini.* key overrides
-// the generation key of its field.
+// the generation key of its field; gemini.max_output_tokens is lowered to the
+// deployment's output cap like the generation key (buildRequest).
 var generation = providerhttp.GenerationSupport{
 	Adapter: "gemini",
 	Honours: []string{
@@ -233,15 +234,15 @@ var _ engine.EncodeCheck = CanEncode
 
 // encodable is check on d's configuration, its refusal only.
 func encodable(req *protocol.Request, d *routing.Deployment) *protocol.Error {
-	_, err := check(req, d.Provider, d.Capabilities)
+	_, err := check(req, d)
 	return err
 }
 
-// check returns the first refusal of r for a deployment of provider with caps, or nil,
-// and the generation options it sends. It is the only place refusals are decided:
+// check returns the first refusal of r for deployment d, or nil, and the generation
+// options it sends (d's output cap applied). It is the only place refusals are decided:
 // buildRequest maps only requests it admits.
-func check(r *protocol.Request, provider string, caps routing.CapSet) (protocol.GenerationOptions, *protocol.Error) {
-	return generation.Read(r, caps, applyExtensions(&generateRequest{}, r.Extensions), checkParts(r, provider, caps))
+func check(r *protocol.Request, d *routing.Deployment) (protocol.GenerationOptions, *protocol.Error) {
+	return generation.Read(r, d, applyExtensions(&generateRequest{}, r.Extensions), checkParts(r, d.Provider, d.Capabilities))
 }
 
 // checkParts refuses the parts a deployment of provider with caps cannot take.
@@ -373,8 +374,8 @@ func callName(input []protocol.Part, i int) string {
 	return ""
 }
 
-// buildRequest maps r to the GenerateContentRequest for a deployment of provider with
-// capabilities caps, or returns check's refusal.
+// buildRequest maps r to the GenerateContentRequest for deployment d, or returns check's
+// refusal.
 //
 // Parts are taken in order. System parts (text or json) become systemInstruction parts;
 // tool parts become function declarations, whatever their role; every other part
@@ -383,13 +384,19 @@ func callName(input []protocol.Part, i int) string {
 // turn is sent as it is, and the API's verdict applies. A json part is data for the
 // model: its compact JSON travels as a text part, never as request fields
 // (spec/http-api.md, "Request").
-func buildRequest(r *protocol.Request, provider string, caps routing.CapSet) (*generateRequest, *protocol.Error) {
-	g, err := check(r, provider, caps)
+func buildRequest(r *protocol.Request, d *routing.Deployment) (*generateRequest, *protocol.Error) {
+	g, err := check(r, d)
 	if err != nil {
 		return nil, err
 	}
 	gr := &generateRequest{Contents: []content{}}
 	_ = applyExtensions(gr, r.Extensions) // check accepted every value
+	if gc := gr.GenerationConfig; gc != nil && gc.MaxOutputTokens != nil {
+		// gemini.max_output_tokens carries the output limit instead of the generation
+		// key (which Read then left alone): the deployment's cap lowers it the same way
+		// (spec/http-api.md, "Generation options").
+		gc.MaxOutputTokens = providerhttp.OutputCap(gc.MaxOutputTokens, d.MaxOutputTokens)
+	}
 	applyGeneration(gr, &g)
 	var (
 		system []part

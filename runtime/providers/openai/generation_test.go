@@ -114,3 +114,38 @@ func TestProviderKeyWins(t *testing.T) {
 	diffJSON(t, "request body", got, `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}],`+
 		`"temperature":0.1,"top_p":0.6,"max_completion_tokens":20,"seed":2}`)
 }
+
+func outputCap(n int64) func(*routing.Deployment) {
+	return func(d *routing.Deployment) { d.MaxOutputTokens = n }
+}
+
+// TestOutputCap: a deployment's output cap is sent as the token limit field on every
+// call; the caller's generation.max_output_tokens or openai.max_completion_tokens may
+// only lower it, and a larger one is clamped to it, never refused.
+func TestOutputCap(t *testing.T) {
+	const messages = `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}],`
+	for _, tc := range []struct {
+		name, ext  string
+		openai     string // the body's limit on OpenAI and Azure OpenAI
+		compatible string // on compatible servers
+	}{
+		{name: "cap only", openai: `"max_completion_tokens":1000`, compatible: `"max_tokens":1000`},
+		{name: "caller lower", ext: `"generation.max_output_tokens":300`,
+			openai: `"max_completion_tokens":300`, compatible: `"max_tokens":300`},
+		{name: "caller higher", ext: `"generation.max_output_tokens":5000`,
+			openai: `"max_completion_tokens":1000`, compatible: `"max_tokens":1000`},
+		{name: "provider key lower", ext: `"generation.max_output_tokens":5000,"openai.max_completion_tokens":200`,
+			openai: `"max_completion_tokens":200`, compatible: `"max_completion_tokens":200`},
+		{name: "provider key higher", ext: `"openai.max_completion_tokens":9000`,
+			openai: `"max_completion_tokens":1000`, compatible: `"max_completion_tokens":1000`},
+	} {
+		for _, p := range []struct{ name, want string }{
+			{openai.ProviderOpenAI, tc.openai}, {openai.ProviderAzure, tc.openai}, {openai.ProviderCompatible, tc.compatible},
+		} {
+			t.Run(tc.name+"/"+p.name, func(t *testing.T) {
+				got := mapped(t, genRequest(tc.ext, false), provider(p.name), outputCap(1000))
+				diffJSON(t, "request body", got, messages+p.want+`}`)
+			})
+		}
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"github.com/go-logr/logr"
 
 	"github.com/switchboard-dev/switchboard/runtime/engine"
+	"github.com/switchboard-dev/switchboard/runtime/pricing"
 	"github.com/switchboard-dev/switchboard/runtime/protocol"
 	"github.com/switchboard-dev/switchboard/runtime/providers/providerhttp"
 	"github.com/switchboard-dev/switchboard/runtime/routing"
@@ -74,11 +75,17 @@ var _ engine.Factory = Factory
 // client).
 func NewFactory(opts ...Option) engine.Factory { return providerhttp.Factory(New, opts...) }
 
+// Counting is how OpenAI, Azure OpenAI and the compatible servers count the tokens the
+// adapter reports (README.md, "Usage"): prompt_tokens includes the cached tokens of
+// prompt_tokens_details.cached_tokens, and completion_tokens the reasoning tokens of
+// completion_tokens_details.reasoning_tokens; the adapter reports both totals as given.
+var Counting = pricing.Counting{InputIncludesCache: true, OutputIncludesReasoning: true}
+
 // Register adds the adapter for ProviderOpenAI, ProviderCompatible and ProviderAzure,
 // built with opts, to m (engine.Config.Providers), with CanEncode as its routing-time
-// check.
+// check and Counting.
 func Register(m map[string]engine.Provider, opts ...Option) {
-	providerhttp.Register(m, engine.Provider{New: NewFactory(opts...), CanEncode: CanEncode, Operation: "chat"},
+	providerhttp.Register(m, engine.Provider{New: NewFactory(opts...), CanEncode: CanEncode, Operation: "chat", Counting: Counting},
 		ProviderOpenAI, ProviderCompatible, ProviderAzure)
 }
 
@@ -91,8 +98,10 @@ type adapter struct {
 	model    string
 	url      string // {endpoint}/chat/completions, query kept
 	// cred is revealed only for the credential header and to scrub echoes.
-	cred   routing.Credential
-	caps   routing.CapSet
+	cred routing.Credential
+	// d is the deployment the adapter was built for: its capabilities and output cap
+	// decide what a request may send.
+	d      *routing.Deployment
 	stream bool
 	client *http.Client
 	log    logr.Logger
@@ -133,7 +142,7 @@ func New(d *routing.Deployment, opts ...Option) (engine.Adapter, error) {
 		provider: d.Provider,
 		model:    d.Model,
 		url:      u,
-		caps:     d.Capabilities,
+		d:        d,
 		stream:   d.Capabilities.Has(routing.CapsOf(protocol.CapStreaming)),
 		client:   providerhttp.Client(cfg.client),
 		log:      cfg.log.WithValues("provider", d.Provider, "deployment", d.RefString()),
@@ -173,7 +182,7 @@ func (a *adapter) Execute(ctx context.Context, at engine.Attempt, emit engine.Em
 	}
 	// The adapter is built per attempt, so it takes the attempt's logger.
 	a.log = providerhttp.Logger(ctx, a.log)
-	body, perr := buildRequest(at.Request, a.provider, a.model, a.caps, a.stream)
+	body, perr := buildRequest(at.Request, a.d, a.stream)
 	if perr != nil {
 		return engine.Outcome{}, engine.NotSent(perr)
 	}

@@ -154,28 +154,29 @@ var _ engine.EncodeCheck = CanEncode
 
 // encodable is check on d's configuration, its refusal only.
 func encodable(req *protocol.Request, d *routing.Deployment) *protocol.Error {
-	_, err := check(req, d.Capabilities)
+	_, err := check(req, d)
 	return err
 }
 
-// check returns the first refusal of req for a deployment with caps, or nil, and the
-// generation options it sends. It is the only place refusals are decided: buildRequest
-// maps only requests it admits.
-func check(req *protocol.Request, caps routing.CapSet) (protocol.GenerationOptions, *protocol.Error) {
+// check returns the first refusal of req for deployment d, or nil, and the generation
+// options it sends (d's output cap applied). It is the only place refusals are decided:
+// buildRequest maps only requests it admits.
+func check(req *protocol.Request, d *routing.Deployment) (protocol.GenerationOptions, *protocol.Error) {
 	for i := range req.Input {
-		if err := checkPart(&req.Input[i], caps); err != nil {
+		if err := checkPart(&req.Input[i], d.Capabilities); err != nil {
 			return protocol.GenerationOptions{}, err
 		}
 	}
 	// The values are small; parsing them into a scratch body is the same check
 	// buildRequest's applyExtensions makes.
-	return generation.Read(req, caps, applyExtensions(&chatRequest{}, req.Extensions))
+	return generation.Read(req, d, applyExtensions(&chatRequest{}, req.Extensions))
 }
 
 // generation is what Chat Completions takes of the generation options (README.md,
 // "Generation options"): all but top_k, which is no OpenAI field (some compatible
 // servers read it, others ignore it silently, so it is declined for all). Each openai.*
-// key overrides the generation key of the same field.
+// key overrides the generation key of the same field; openai.max_completion_tokens is
+// lowered to the deployment's output cap like the generation key (buildRequest).
 var generation = providerhttp.GenerationSupport{
 	Adapter: "openai",
 	Honours: []string{
@@ -251,14 +252,14 @@ func checkPart(p *protocol.Part, caps routing.CapSet) *protocol.Error {
 	return nil
 }
 
-// buildRequest maps req onto a Chat Completions body for a deployment of provider with
-// caps, or returns check's refusal.
-func buildRequest(req *protocol.Request, provider, model string, caps routing.CapSet, stream bool) (*chatRequest, *protocol.Error) {
-	g, err := check(req, caps)
+// buildRequest maps req onto a Chat Completions body for deployment d, or returns
+// check's refusal.
+func buildRequest(req *protocol.Request, d *routing.Deployment, stream bool) (*chatRequest, *protocol.Error) {
+	g, err := check(req, d)
 	if err != nil {
 		return nil, err
 	}
-	body := &chatRequest{Model: model}
+	body := &chatRequest{Model: d.Model}
 	if stream {
 		body.Stream = true
 		body.StreamOptions = &streamOptions{IncludeUsage: true}
@@ -271,7 +272,13 @@ func buildRequest(req *protocol.Request, provider, model string, caps routing.Ca
 	body.Messages = b.messages
 	body.Tools = b.tools
 	_ = applyExtensions(body, req.Extensions) // check accepted every value
-	applyGeneration(body, &g, provider)
+	if body.MaxCompletionTokens != nil {
+		// openai.max_completion_tokens carries the output limit instead of the
+		// generation key (which Read then left alone): the deployment's cap lowers it
+		// the same way (spec/http-api.md, "Generation options").
+		body.MaxCompletionTokens = providerhttp.OutputCap(body.MaxCompletionTokens, d.MaxOutputTokens)
+	}
+	applyGeneration(body, &g, d.Provider)
 	return body, nil
 }
 

@@ -47,31 +47,66 @@ var generationPhrases = map[string]string{
 	protocol.GenerationResponseSchema:  "structured output is",
 }
 
-// Read returns req's generation options for a deployment with caps, as the adapter
-// sends them: protocol.Generation's values, without the options a provider key of the
-// request overrides, and checked by Check. refusals are the adapter's own verdicts on
-// the rest of the request, in the order it decides them: the first that is not nil is
-// the refusal. Otherwise a refusal is protocol.Generation's (invalid_request) or
-// Check's.
-func (s *GenerationSupport) Read(req *protocol.Request, caps routing.CapSet, refusals ...*protocol.Error) (protocol.GenerationOptions, *protocol.Error) {
+// Read returns req's generation options for deployment d, as the adapter sends them:
+// protocol.Generation's values, without the options a provider key of the request
+// overrides, checked by Check against d's capabilities, and with d's output cap applied
+// (Limit). refusals are the adapter's own verdicts on the rest of the request, in the
+// order it decides them: the first that is not nil is the refusal. Otherwise a refusal
+// is protocol.Generation's (invalid_request) or Check's.
+//
+// When a provider key of the request overrides generation.max_output_tokens, the cap is
+// not applied here: the adapter lowers that key's value with OutputCap where it puts it
+// in the body, so that no key of the request raises the output above the cap.
+func (s *GenerationSupport) Read(req *protocol.Request, d *routing.Deployment, refusals ...*protocol.Error) (protocol.GenerationOptions, *protocol.Error) {
 	for _, err := range refusals {
 		if err != nil {
 			return protocol.GenerationOptions{}, err
 		}
 	}
+	if d == nil {
+		d = &routing.Deployment{}
+	}
 	g, err := protocol.Generation(req)
 	if err != nil {
 		return g, err
 	}
+	capped := true // false once a provider key carries the output limit instead
 	for provider, key := range s.Overrides {
 		if _, ok := req.Extensions[provider]; ok {
 			g.Clear(key)
+			capped = capped && key != protocol.GenerationMaxOutputTokens
 		}
 	}
-	if err := s.Check(&g, caps); err != nil {
+	if err := s.Check(&g, d.Capabilities); err != nil {
 		return protocol.GenerationOptions{}, err
 	}
+	if capped {
+		s.Limit(&g, d.MaxOutputTokens)
+	}
 	return g, nil
+}
+
+// Limit applies a deployment's output cap, limit (ModelDeployment
+// spec.limits.maxOutputTokens; 0 for none), to g, once Check admitted it: the output
+// token limit becomes OutputCap of the request's and the cap, so a deployment with a cap
+// sends it on every call and a caller may only lower it (spec/http-api.md, "Generation
+// options"). A provider that takes no output limit (s does not honour
+// generation.max_output_tokens) is left alone: the cap cannot be sent to it.
+func (s *GenerationSupport) Limit(g *protocol.GenerationOptions, limit int64) {
+	if slices.Contains(s.Honours, protocol.GenerationMaxOutputTokens) {
+		g.MaxOutputTokens = OutputCap(g.MaxOutputTokens, limit)
+	}
+}
+
+// OutputCap is the output token limit to send for a request that asks for requested
+// (nil: none) on a deployment whose cap is limit (0: none): the smaller of the two when
+// both are set, the cap alone when the request sets none, and requested when there is
+// no cap. A request asking for more than the cap is clamped to it, never refused.
+func OutputCap(requested *int64, limit int64) *int64 {
+	if limit <= 0 || (requested != nil && *requested <= limit) {
+		return requested
+	}
+	return &limit
 }
 
 // Check declines options the provider cannot honour, in protocol.GenerationKeys order:

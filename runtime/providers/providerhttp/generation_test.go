@@ -56,7 +56,7 @@ func TestGenerationSupport(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			req := generationRequest(t, tc.ext)
-			g, err := s.Read(req, tc.caps, tc.refusals...)
+			g, err := s.Read(req, &routing.Deployment{Capabilities: tc.caps}, tc.refusals...)
 			switch {
 			case tc.want == "" && err != nil:
 				t.Fatalf("Read refused: %v", err)
@@ -70,4 +70,79 @@ func TestGenerationSupport(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestGenerationOutputCap: a deployment's output cap is sent when the request sets no
+// limit, lowers a larger one and leaves a smaller one; a provider key that carries the
+// limit instead leaves it to the adapter (which lowers that key's value with OutputCap),
+// and a provider that takes no limit is sent none, cap or not.
+func TestGenerationOutputCap(t *testing.T) {
+	honours := providerhttp.GenerationSupport{
+		Adapter:   "acme",
+		Honours:   []string{protocol.GenerationMaxOutputTokens},
+		Overrides: map[string]string{"anthropic.max_tokens": protocol.GenerationMaxOutputTokens},
+	}
+	none := providerhttp.GenerationSupport{Adapter: "acme"}
+	for _, tc := range []struct {
+		name    string
+		support *providerhttp.GenerationSupport
+		ext     string
+		cap     int64
+		want    int64 // the limit Read returns; 0 for none
+	}{
+		{name: "no cap, no limit", support: &honours},
+		{name: "no cap, the request's limit", support: &honours, ext: `"generation.max_output_tokens":5000`, want: 5000},
+		{name: "the cap alone", support: &honours, cap: 4096, want: 4096},
+		{name: "a lower request", support: &honours, ext: `"generation.max_output_tokens":100`, cap: 4096, want: 100},
+		{name: "the request equal to the cap", support: &honours, ext: `"generation.max_output_tokens":4096`, cap: 4096, want: 4096},
+		{name: "a higher request is clamped", support: &honours, ext: `"generation.max_output_tokens":5000`, cap: 4096, want: 4096},
+		{name: "a provider key carries it", support: &honours,
+			ext: `"generation.max_output_tokens":5000,"anthropic.max_tokens":9000`, cap: 4096},
+		{name: "no limit for a provider that takes none", support: &none, cap: 4096},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req := generationRequest(t, tc.ext)
+			g, err := tc.support.Read(req, &routing.Deployment{MaxOutputTokens: tc.cap})
+			if err != nil {
+				t.Fatalf("Read refused: %v", err)
+			}
+			var got int64
+			if g.MaxOutputTokens != nil {
+				got = *g.MaxOutputTokens
+			}
+			if got != tc.want {
+				t.Errorf("max output tokens = %d, want %d (0: none)", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestOutputCap: the smaller of the request's limit and the cap; either alone when the
+// other is absent.
+func TestOutputCap(t *testing.T) {
+	n := func(v int64) *int64 { return &v }
+	for _, tc := range []struct {
+		requested *int64
+		limit     int64
+		want      *int64
+	}{
+		{nil, 0, nil},
+		{n(7), 0, n(7)},
+		{nil, 10, n(10)},
+		{n(7), 10, n(7)},
+		{n(10), 10, n(10)},
+		{n(11), 10, n(10)},
+	} {
+		got := providerhttp.OutputCap(tc.requested, tc.limit)
+		if (got == nil) != (tc.want == nil) || (got != nil && *got != *tc.want) {
+			t.Errorf("OutputCap(%v, %d) = %v, want %v", deref(tc.requested), tc.limit, deref(got), deref(tc.want))
+		}
+	}
+}
+
+func deref(p *int64) any {
+	if p == nil {
+		return "nil"
+	}
+	return *p
 }

@@ -25,6 +25,9 @@ type GenerationCase struct {
 	Provider string
 	// Parameters are the deployment's spec.allowedParameters.
 	Parameters []string
+	// MaxOutputTokens is the deployment's output cap (spec.limits.maxOutputTokens); 0
+	// for none.
+	MaxOutputTokens int64
 	// Want is a JSON object: each of its members must be in the body sent, with exactly
 	// this value (compact, in the adapter's member order). Absent lists members the body
 	// must not have.
@@ -65,6 +68,7 @@ func CheckGeneration(t *testing.T, s Subject, cases []GenerationCase) {
 			if c.Provider != "" {
 				d.Provider = c.Provider
 			}
+			d.MaxOutputTokens = c.MaxOutputTokens
 			refusal := s.CanEncode(req, d)
 			_ = s.Execute(t, u, d, req)
 			reqs := u.Requests()

@@ -38,3 +38,33 @@ func TestGeneration(t *testing.T) {
 		{Name: "required without tools", Caps: text, Extensions: `"generation.tool_choice":"required"`, Refused: protocol.CodeInvalidRequest},
 	})
 }
+
+// TestOutputCap: on a deployment that allows the max_tokens input, its output cap is
+// sent as max_tokens on every call; the request's generation.max_output_tokens or a
+// replicate.input max_tokens may only lower it, and a larger one — or one that is no
+// number, which cannot be compared with the cap — is clamped to it, never refused. A
+// deployment without that input is sent no cap (Replicate cannot take it there).
+func TestOutputCap(t *testing.T) {
+	text := routing.CapsOf(protocol.CapInputText, protocol.CapInputJSON, protocol.CapOutputText)
+	llm := []string{"max_tokens", "temperature"}
+	providertest.CheckGeneration(t, wire.Subject, []providertest.GenerationCase{
+		{Name: "cap only", Caps: text, Parameters: llm, MaxOutputTokens: 1000,
+			Want: `{"input":{"max_tokens":1000,"prompt":"Hello"}}`},
+		{Name: "caller lower", Caps: text, Parameters: llm, MaxOutputTokens: 1000,
+			Extensions: `"generation.max_output_tokens":300`, Want: `{"input":{"max_tokens":300,"prompt":"Hello"}}`},
+		{Name: "caller higher", Caps: text, Parameters: llm, MaxOutputTokens: 1000,
+			Extensions: `"generation.max_output_tokens":5000`, Want: `{"input":{"max_tokens":1000,"prompt":"Hello"}}`},
+		{Name: "parameter lower", Caps: text, Parameters: llm, MaxOutputTokens: 1000,
+			Extensions: `"generation.max_output_tokens":5000,"replicate.input":{"max_tokens":200}`,
+			Want:       `{"input":{"max_tokens":200,"prompt":"Hello"}}`},
+		{Name: "parameter higher", Caps: text, Parameters: llm, MaxOutputTokens: 1000,
+			Extensions: `"replicate.input":{"max_tokens":9000.5,"temperature":0.5}`,
+			Want:       `{"input":{"max_tokens":1000,"prompt":"Hello","temperature":0.5}}`},
+		{Name: "parameter not a number", Caps: text, Parameters: llm, MaxOutputTokens: 1000,
+			Extensions: `"replicate.input":{"max_tokens":"200"}`, Want: `{"input":{"max_tokens":1000,"prompt":"Hello"}}`},
+		{Name: "parameter without a cap kept as given", Caps: text, Parameters: llm,
+			Extensions: `"replicate.input":{"max_tokens":9000}`, Want: `{"input":{"max_tokens":9000,"prompt":"Hello"}}`},
+		{Name: "no max_tokens input: no cap sent", Caps: text, Parameters: []string{"temperature"}, MaxOutputTokens: 1000,
+			Want: `{"input":{"prompt":"Hello"}}`},
+	})
+}

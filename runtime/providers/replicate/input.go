@@ -1,6 +1,7 @@
 package replicate
 
 import (
+	"bytes"
 	"encoding/json"
 	"slices"
 	"strconv"
@@ -59,6 +60,10 @@ var (
 //   - then, replicate.input that is not an object of allowed values, names the prompt
 //     or a media input, or names a parameter outside d.Parameters: invalid_request (the
 //     caller asked for something the deployment does not allow).
+//
+// The output cap never causes a refusal (it is clamped, see withGeneration), so the
+// verdict depends only on d's capabilities and parameters, as engine.EncodeCheck
+// requires.
 func CanEncode(req *protocol.Request, d *routing.Deployment) *protocol.Error {
 	return providerhttp.CheckEncode(req, d, encodable)
 }
@@ -67,25 +72,25 @@ var _ engine.EncodeCheck = CanEncode
 
 // encodable is check on d's configuration, its refusal only.
 func encodable(req *protocol.Request, d *routing.Deployment) *protocol.Error {
-	_, err := check(req, d.Capabilities, d.Parameters)
+	_, err := check(req, d)
 	return err
 }
 
-// check refuses what CanEncode refuses for a deployment with caps and allowed parameter
-// names, and returns the parameters req sets. It is the only place refusals are
-// decided: createRequest maps only requests it admits.
-func check(req *protocol.Request, caps routing.CapSet, allowed []string) (map[string]json.RawMessage, *protocol.Error) {
+// check refuses what CanEncode refuses for deployment d, and returns the parameters req
+// sets, d's output cap applied. It is the only place refusals are decided:
+// createRequest maps only requests it admits.
+func check(req *protocol.Request, d *routing.Deployment) (map[string]json.RawMessage, *protocol.Error) {
 	if req == nil {
 		return nil, errMissing.Clone()
 	}
-	if err := checkParts(req.Input, caps); err != nil {
+	if err := checkParts(req.Input, d.Capabilities); err != nil {
 		return nil, err
 	}
-	params, err := parameters(req, allowed)
+	params, err := parameters(req, d.Parameters)
 	if err != nil {
 		return nil, err
 	}
-	return withGeneration(req, caps, allowed, params)
+	return withGeneration(req, d, params)
 }
 
 // generationInputs maps the generation options a Replicate model can take to the input
@@ -96,7 +101,7 @@ func check(req *protocol.Request, caps routing.CapSet, allowed []string) (map[st
 // common input (stop sequences are a comma-separated string on some models, which
 // cannot carry a sequence holding a comma; JSON and structured output have none).
 var generationInputs = []struct{ key, name string }{
-	{protocol.GenerationMaxOutputTokens, "max_tokens"},
+	{protocol.GenerationMaxOutputTokens, maxTokensInput},
 	{protocol.GenerationTemperature, "temperature"},
 	{protocol.GenerationTopP, "top_p"},
 	{protocol.GenerationTopK, "top_k"},
@@ -104,9 +109,14 @@ var generationInputs = []struct{ key, name string }{
 }
 
 // withGeneration adds the generation options of req to params, the parameters it sets
-// through replicate.input, or declines them. A parameter replicate.input sets wins over
-// the generation option of the same input.
-func withGeneration(req *protocol.Request, caps routing.CapSet, allowed []string, params map[string]json.RawMessage) (map[string]json.RawMessage, *protocol.Error) {
+// through replicate.input, or declines them, for deployment d. A parameter
+// replicate.input sets wins over the generation option of the same input.
+//
+// d's output cap is sent as max_tokens when d allows that input (spec/http-api.md,
+// "Generation options"): the request's generation.max_output_tokens lowered to it, or
+// the cap alone; a max_tokens parameter above it is lowered to it (capParameter). A
+// model that does not take max_tokens is sent no cap: it cannot be enforced there.
+func withGeneration(req *protocol.Request, d *routing.Deployment, params map[string]json.RawMessage) (map[string]json.RawMessage, *protocol.Error) {
 	g, err := protocol.Generation(req)
 	if err != nil {
 		return nil, err
@@ -115,12 +125,16 @@ func withGeneration(req *protocol.Request, caps routing.CapSet, allowed []string
 	for _, in := range generationInputs {
 		if _, set := params[in.name]; set {
 			g.Clear(in.key)
-		} else if slices.Contains(allowed, in.name) {
+		} else if slices.Contains(d.Parameters, in.name) {
 			support.Honours = append(support.Honours, in.key)
 		}
 	}
-	if err := support.Check(&g, caps); err != nil {
+	if err := support.Check(&g, d.Capabilities); err != nil {
 		return nil, err
+	}
+	support.Limit(&g, d.MaxOutputTokens)
+	if raw, set := params[maxTokensInput]; set && d.MaxOutputTokens > 0 {
+		params[maxTokensInput] = capParameter(raw, d.MaxOutputTokens)
 	}
 	for _, in := range generationInputs {
 		if v := generationValue(&g, in.key); v != nil {
@@ -131,6 +145,28 @@ func withGeneration(req *protocol.Request, caps routing.CapSet, allowed []string
 		}
 	}
 	return params, nil
+}
+
+// maxTokensInput is the input generation.max_output_tokens, and a deployment's output
+// cap, are sent under.
+const maxTokensInput = "max_tokens"
+
+// capParameter lowers raw, a max_tokens parameter of replicate.input, to limit: a number
+// not above it is kept as given, and anything else becomes limit — a larger number, or
+// a value that is no number (a string or a boolean), which cannot be compared with the
+// cap and so cannot be trusted to stay under it.
+func capParameter(raw json.RawMessage, limit int64) json.RawMessage {
+	var v any
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	if dec.Decode(&v) == nil {
+		if n, ok := v.(json.Number); ok {
+			if f, err := n.Float64(); err == nil && f <= float64(limit) {
+				return raw
+			}
+		}
+	}
+	return strconv.AppendInt(nil, limit, 10)
 }
 
 // generationValue is the option of key as a JSON number, or nil when it is not set.
@@ -240,7 +276,7 @@ type createBody struct {
 // selects POST /v1/predictions, otherwise the model runs through its official-model
 // endpoint.
 func (a *adapter) createRequest(req *protocol.Request) (string, []byte, *protocol.Error) {
-	params, perr := check(req, a.caps, a.params)
+	params, perr := check(req, a.d)
 	if perr != nil {
 		return "", nil, perr
 	}

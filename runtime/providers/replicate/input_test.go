@@ -132,7 +132,7 @@ func TestBuildInput(t *testing.T) {
 				body += `,"extensions":{"replicate.input":` + tt.ext + `}`
 			}
 			req := request(t, body+`}`)
-			got, perr := check(req, caps, params)
+			got, perr := check(req, &routing.Deployment{Capabilities: caps, Parameters: params})
 			if perr != nil {
 				assertJSON(t, "error", perr, tt.want)
 				return

@@ -30,6 +30,7 @@ import (
 	"time"
 
 	"github.com/switchboard-dev/switchboard/runtime/engine"
+	"github.com/switchboard-dev/switchboard/runtime/pricing"
 	"github.com/switchboard-dev/switchboard/runtime/protocol"
 	"github.com/switchboard-dev/switchboard/runtime/providers/providerhttp"
 	"github.com/switchboard-dev/switchboard/runtime/routing"
@@ -58,11 +59,16 @@ var (
 	_ engine.Resumer = (*adapter)(nil) // what Factory and Register's New build
 )
 
+// Counting is how the adapter counts tokens (README.md, "Usage"): it reports none, only
+// the prediction's seconds (UnitPredictTime), so neither count includes the other.
+var Counting = pricing.Counting{}
+
 // Register adds the adapter for Provider, built with opts, to m
-// (engine.Config.Providers), with CanEncode as its routing-time check.
+// (engine.Config.Providers), with CanEncode as its routing-time check and Counting.
 func Register(m map[string]engine.Provider, opts ...Option) {
 	// A prediction runs a model on inputs of any kind: GenAI's generic operation.
-	providerhttp.Register(m, engine.Provider{New: providerhttp.Factory(New, opts...), CanEncode: CanEncode, Operation: "generate_content"}, Provider)
+	providerhttp.Register(m, engine.Provider{New: providerhttp.Factory(New, opts...), CanEncode: CanEncode, Operation: "generate_content",
+		Counting: Counting}, Provider)
 }
 
 // Option configures an adapter built by New.
@@ -105,14 +111,15 @@ func WithPollBackoff(initial, maxWait time.Duration) Option {
 
 // adapter runs attempts against one Replicate deployment. It is immutable after New.
 type adapter struct {
-	origin   *url.URL // the endpoint's scheme and host; the only place the token goes
-	base     string   // endpoint without a trailing slash
-	owner    string
-	name     string
-	version  string // pinned by the model id ("owner/name:version"), else empty
-	token    routing.Credential
-	caps     routing.CapSet
-	params   []string // spec.allowedParameters
+	origin  *url.URL // the endpoint's scheme and host; the only place the token goes
+	base    string   // endpoint without a trailing slash
+	owner   string
+	name    string
+	version string // pinned by the model id ("owner/name:version"), else empty
+	token   routing.Credential
+	// d is the deployment the adapter was built for: its capabilities, allowed
+	// parameters (spec.allowedParameters) and output cap decide what a request may send.
+	d        *routing.Deployment
 	client   *http.Client
 	pollInit time.Duration
 	pollMax  time.Duration
@@ -140,8 +147,7 @@ func New(d *routing.Deployment, opts ...Option) (engine.Adapter, error) {
 	}
 	a := &adapter{
 		token:    d.Credential,
-		caps:     d.Capabilities,
-		params:   d.Parameters,
+		d:        d,
 		pollInit: o.pollInitial,
 		pollMax:  o.pollMax,
 	}
