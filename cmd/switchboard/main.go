@@ -50,6 +50,7 @@ import (
 	redisstore "github.com/switchboard-dev/switchboard/runtime/eventstore/redis"
 	"github.com/switchboard-dev/switchboard/runtime/eventstore/redisconn"
 	"github.com/switchboard-dev/switchboard/runtime/httpapi"
+	"github.com/switchboard-dev/switchboard/runtime/pricing"
 	"github.com/switchboard-dev/switchboard/runtime/routing"
 	"github.com/switchboard-dev/switchboard/runtime/telemetry"
 	"github.com/switchboard-dev/switchboard/runtime/version"
@@ -296,7 +297,9 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	// Budgets (spec/budgets.md) are enforced on every replica, from the Budgets the
 	// controllers (or the manifests) publish and the store's shared counters.
 	budgets := &budget.Holder{}
+	adapters := providers(o.allowLoopback)
 	enforcer := budget.New(budget.Config{
+		Counting: func(provider string) pricing.Counting { return adapters[provider].Counting },
 		Store:    budgetStore{store.Budgets, store.Log},
 		Budgets:  budgets,
 		Table:    holder,
@@ -307,7 +310,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	eng := engine.New(engine.Config{
 		Store:           store,
 		Table:           holder,
-		Providers:       providers(o.allowLoopback),
+		Providers:       adapters,
 		MaxConcurrent:   o.maxConcurrent,
 		MaxPerPrincipal: o.maxPerPrincipal,
 		CleanupGrace:    o.cleanupGrace,

@@ -43,6 +43,9 @@ type Config struct {
 	Table engine.TableSource
 	// Now is the clock windows are computed on; nil means time.Now.
 	Now func() time.Time
+	// Counting says how each provider counts tokens (engine.Provider.Counting), for
+	// settling from a recorded log; nil counts every provider with the zero Counting.
+	Counting func(provider string) pricing.Counting
 	// Observer receives measurements; nil records none.
 	Observer Observer
 	// Logger receives logs; the zero Logger discards them.
@@ -52,12 +55,13 @@ type Config struct {
 // Enforcer is the engine's Admission for Budgets. Create it with New; it is safe for
 // concurrent use.
 type Enforcer struct {
-	store   Store
-	budgets *Holder
-	table   engine.TableSource
-	now     func() time.Time
-	obs     Observer
-	log     logr.Logger
+	store    Store
+	budgets  *Holder
+	table    engine.TableSource
+	now      func() time.Time
+	obs      Observer
+	log      logr.Logger
+	counting func(provider string) pricing.Counting
 
 	// held names the executions of this replica that hold a reservation, so that an
 	// execution no Budget governs costs no call to the store, at admission or at its
@@ -79,12 +83,15 @@ func New(cfg Config) *Enforcer {
 	if cfg.Store == nil || cfg.Budgets == nil || cfg.Table == nil {
 		panic("budget: Config needs Store, Budgets and Table")
 	}
-	e := &Enforcer{store: cfg.Store, budgets: cfg.Budgets, table: cfg.Table, now: cfg.Now, obs: cfg.Observer, log: cfg.Logger, held: map[string]bool{}}
+	e := &Enforcer{store: cfg.Store, budgets: cfg.Budgets, table: cfg.Table, now: cfg.Now, obs: cfg.Observer, log: cfg.Logger, counting: cfg.Counting, held: map[string]bool{}}
 	if e.now == nil {
 		e.now = time.Now
 	}
 	if e.obs == nil {
 		e.obs = nopObserver{}
+	}
+	if e.counting == nil {
+		e.counting = func(string) pricing.Counting { return pricing.Counting{} }
 	}
 	return e
 }

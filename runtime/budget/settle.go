@@ -26,7 +26,7 @@ func (e *Enforcer) Settle(ctx context.Context, c engine.Claim, s engine.Spent) {
 	}
 	var spent Amounts
 	if s.Deployment != nil {
-		spent = spentOf(s.Deployment, estimateOf(c.Request), s.Usage, s.OutputBytes, s.Output, s.Failed)
+		spent = spentOf(s.Deployment, s.Counting, estimateOf(c.Request), s.Usage, s.OutputBytes, s.Output, s.Failed)
 	}
 	e.settle(ctx, c.ID, s.Deployment, spent)
 }
@@ -47,7 +47,7 @@ func (e *Enforcer) settle(ctx context.Context, id string, d *routing.Deployment,
 // request when its last attempt failed before any output; else what the provider
 // reported, each token once, at d's prices; else what the runtime derives — the input
 // estimate and ⌈output bytes / 4⌉ tokens.
-func spentOf(d *routing.Deployment, est estimate, usage []protocol.Usage, outputBytes int64, output, failed bool) Amounts {
+func spentOf(d *routing.Deployment, counting pricing.Counting, est estimate, usage []protocol.Usage, outputBytes int64, output, failed bool) Amounts {
 	spent := Amounts{Requests: 1}
 	if failed && !output {
 		return spent
@@ -58,7 +58,6 @@ func spentOf(d *routing.Deployment, est estimate, usage []protocol.Usage, output
 			reported = append(reported, u)
 		}
 	}
-	counting := d.Counting
 	if len(reported) == 0 {
 		counting = pricing.Counting{}
 		reported = []protocol.Usage{
@@ -144,7 +143,7 @@ func (e *Enforcer) sweepOne(ctx context.Context, p eventstore.PendingHold) bool 
 		return true
 	}
 	usage, output, failed := lastAttempt(events)
-	e.settle(ctx, p.ID, d, spentOf(d, estimate{input: n.Input, images: n.Images}, usage, st.OutputBytes, output, failed))
+	e.settle(ctx, p.ID, d, spentOf(d, e.counting(d.Provider), estimate{input: n.Input, images: n.Images}, usage, st.OutputBytes, output, failed))
 	return true
 }
 

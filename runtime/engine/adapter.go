@@ -180,9 +180,9 @@ type Provider struct {
 	Operation string
 	// Counting says how the adapter's provider counts the tokens of its usage reports:
 	// whether the input count includes the cached tokens, and the output count the
-	// reasoning tokens, it also reports. Budgets price every token once with it
-	// (spec/budgets.md, "Pricing"); whoever builds the routing table copies it into
-	// each deployment of the provider (routing.Deployment.Counting). The zero value
+	// reasoning tokens, it also reports. The cost facts of its usage reports and
+	// Budget settlement price every token once with it (spec/budgets.md, "Pricing").
+	// The zero value
 	// says neither count includes the other, right for a provider that reports no
 	// token counts at all.
 	Counting pricing.Counting

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 
+	"github.com/switchboard-dev/switchboard/runtime/pricing"
 	"github.com/switchboard-dev/switchboard/runtime/protocol"
 	"github.com/switchboard-dev/switchboard/runtime/routing"
 )
@@ -44,6 +45,8 @@ type Spent struct {
 	// Deployment is the deployment of the last attempt; nil when no attempt started
 	// (nothing was spent).
 	Deployment *routing.Deployment
+	// Counting is how that deployment's provider counts tokens (Provider.Counting).
+	Counting pricing.Counting
 	// Usage is what the last attempt reported, its entries in order.
 	Usage []protocol.Usage
 	// OutputBytes is the materialized output the execution recorded.

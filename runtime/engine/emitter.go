@@ -33,6 +33,8 @@ type emitter struct {
 	output bool             // an output or tool event was recorded
 	tokens tokenCount       // the input and output tokens reported, for the attempt's span
 	usage  []protocol.Usage // every entry reported, for Config.Admission's settlement
+	// counting is how the deployment's provider counts tokens (Provider.Counting).
+	counting pricing.Counting
 }
 
 var _ Emitter = (*emitter)(nil)
@@ -80,7 +82,7 @@ func (em *emitter) Usage(usage []protocol.Usage) error {
 		return nil
 	}
 	if em.deployment.Pricing != nil {
-		usage = append(usage, costFact(usage, em.deployment))
+		usage = append(usage, costFact(usage, em.deployment, em.counting))
 	}
 	var one [1]json.RawMessage
 	raws, err := encodeUsage(one[:0], usage)
@@ -125,8 +127,8 @@ func (em *emitter) record(typ protocol.EventType, raws []json.RawMessage, outByt
 // costFact is the derived cost of a usage report on d, which declares prices
 // (spec/budgets.md, "Pricing"): unit cost.<currency>, in currency units with micro-unit
 // precision.
-func costFact(usage []protocol.Usage, d *routing.Deployment) protocol.Usage {
-	m := pricing.Measure(usage, d.Counting, d.Pricing)
+func costFact(usage []protocol.Usage, d *routing.Deployment, c pricing.Counting) protocol.Usage {
+	m := pricing.Measure(usage, c, d.Pricing)
 	return protocol.Usage{
 		Unit:     protocol.CostUnit(d.Pricing.Currency),
 		Quantity: float64(m.Cost) / pricing.MicroPerUnit,

@@ -157,7 +157,7 @@ func (e *Engine) attempts(ctx context.Context, x *execution) (protocol.EventType
 		}
 
 		r := e.attempt(ctx, x, n, d, nil)
-		x.spent = Spent{Deployment: d, Usage: r.usage, Output: r.outputRecorded}
+		x.spent = Spent{Deployment: d, Counting: e.providers[d.Provider].Counting, Usage: r.usage, Output: r.outputRecorded}
 		perr := r.err
 		if perr == nil {
 			return protocol.EventCompleted, protocol.CompletedData{FinishReason: r.out.FinishReason}
@@ -226,7 +226,7 @@ type attemptResult struct {
 // adapter built for d.
 func (e *Engine) attempt(ctx context.Context, x *execution, n int, d *routing.Deployment, call adapterCall) attemptResult {
 	ctx, span := e.startAttemptSpan(ctx, n, d)
-	em := &emitter{w: &x.w, log: x.log, attempt: n, deployment: d, obs: e.obs, start: time.Now()}
+	em := &emitter{w: &x.w, log: x.log, attempt: n, deployment: d, obs: e.obs, start: time.Now(), counting: e.providers[d.Provider].Counting}
 	r := e.runAttempt(ctx, x, n, d, call, em)
 	r.usage, _ = em.spent()
 

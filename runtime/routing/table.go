@@ -151,9 +151,6 @@ type Deployment struct {
 	Labels map[string]string
 	// Pricing is the deployment's prices (spec.pricing); nil when none are declared.
 	Pricing *pricing.Prices
-	// Counting says how the deployment's provider counts tokens, for pricing them once
-	// each (the adapter's declaration, pricing.Counting).
-	Counting pricing.Counting
 	// MaxOutputTokens is spec.limits.maxOutputTokens: the provider's output cap, which a
 	// request may only lower, and what Budgets reserve for the output; 0 for none.
 	MaxOutputTokens int64
