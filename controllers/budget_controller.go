@@ -156,8 +156,19 @@ func (s *initialBudgets) Start(ctx context.Context) error {
 	if !s.cache.WaitForCacheSync(ctx) {
 		return nil
 	}
-	if err := s.publisher.publish(ctx); err != nil {
-		return err
+	// The cache has synced, so a failure is transient (an informer still starting): the
+	// replica stays unready and tries again.
+	for {
+		err := s.publisher.publish(ctx)
+		if err == nil {
+			break
+		}
+		ctrl.LoggerFrom(ctx).Error(err, "Cannot publish the Budgets yet; retrying")
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(time.Second):
+		}
 	}
 	s.publisher.synced.Store(true)
 	return nil
@@ -168,6 +179,11 @@ func (s *initialBudgets) Start(ctx context.Context) error {
 // whether the Budgets present at start-up are published: the runtime is not ready
 // before.
 func SetupBudgets(mgr ctrl.Manager, o BudgetOptions) (synced func() bool, err error) {
+	// The informer exists before the manager starts, so that the first publication
+	// lists a synced cache (cached reads of a type without one fail: Options.ApplyTo).
+	if _, err := mgr.GetCache().GetInformer(context.Background(), &v1alpha1.Budget{}); err != nil {
+		return nil, fmt.Errorf("budget informer: %w", err)
+	}
 	p := &budgetPublisher{client: mgr.GetClient(), holder: o.Holder}
 	notLeaderOnly := false
 	if err := ctrl.NewControllerManagedBy(mgr).
@@ -198,8 +214,8 @@ const (
 )
 
 // budgetStatusWriter writes every Budget's status from the store's counters, on the
-// leader: at once when Exhausted changes (with an Event), else at most every
-// budgetStatusInterval when what it reports changed.
+// leader: at once when a condition changes (Exhausted with an Event), else at most
+// every budgetStatusInterval when the figures it reports changed.
 type budgetStatusWriter struct {
 	client   client.Client
 	recorder recorder.EventRecorder
@@ -269,7 +285,7 @@ func (w *budgetStatusWriter) write(ctx context.Context, obj *v1alpha1.Budget) er
 	st.ObservedGeneration = obj.Generation
 	before := obj.DeepCopy()
 	wasExhausted := meta.IsStatusConditionTrue(obj.Status.Conditions, v1alpha1.ConditionExhausted)
-	conditions := obj.Status.Conditions
+	conditions := slices.Clone(obj.Status.Conditions) // SetStatusCondition edits in place
 	for _, c := range st.Conditions {
 		meta.SetStatusCondition(&conditions, c)
 	}
@@ -279,7 +295,8 @@ func (w *budgetStatusWriter) write(ctx context.Context, obj *v1alpha1.Budget) er
 	if equality.Semantic.DeepEqual(obj.Status, st) {
 		return nil
 	}
-	if !transition && obj.Status.ObservedGeneration == obj.Generation && now.Sub(w.written[obj.UID]) < budgetStatusInterval {
+	if !transition && sameConditions(before.Status.Conditions, st.Conditions) && obj.Status.ObservedGeneration == obj.Generation &&
+		now.Sub(w.written[obj.UID]) < budgetStatusInterval {
 		return nil // only the figures moved; they are written at the next interval
 	}
 	obj.Status = st
@@ -300,6 +317,21 @@ func (w *budgetStatusWriter) write(ctx context.Context, obj *v1alpha1.Budget) er
 		}
 	}
 	return nil
+}
+
+// sameConditions reports whether a and b hold the same conditions with the same status
+// and reason: a change of either is written at once.
+func sameConditions(a, b []metav1.Condition) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for _, c := range b {
+		o := meta.FindStatusCondition(a, c.Type)
+		if o == nil || o.Status != c.Status || o.Reason != c.Reason {
+			return false
+		}
+	}
+	return true
 }
 
 // BudgetStatus computes the status of b at now from the store's counters: its windows,

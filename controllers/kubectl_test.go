@@ -10,9 +10,11 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/switchboard-dev/switchboard/api/v1alpha1"
+	"github.com/switchboard-dev/switchboard/runtime/budget"
 )
 
 // What a person inspecting models sees: the built kubectl against the envtest API server.
@@ -90,23 +92,17 @@ var _ = Describe("kubectl", func() {
 		lines := strings.Split(strings.TrimSpace(kubectl("get", "budget", "-n", ns)), "\n")
 		Expect(strings.Fields(lines[0])).To(Equal([]string{"NAME", "WINDOW", "USED", "LIMIT", "PERCENT", "EXHAUSTED", "AGE"}))
 
-		// No Budget controller runs in this suite: write the status as the leader would.
-		now := metav1.Now()
-		start := metav1.NewTime(now.Add(-time.Hour))
-		b.Status = v1alpha1.BudgetStatus{
-			ObservedGeneration: b.Generation,
-			Conditions: []metav1.Condition{
-				{Type: v1alpha1.ConditionReady, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonEnforced,
-					Message: "enforced", LastTransitionTime: now, ObservedGeneration: b.Generation},
-				{Type: v1alpha1.ConditionExhausted, Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonWithinLimits,
-					Message: "within limits", LastTransitionTime: now, ObservedGeneration: b.Generation},
-			},
-			Windows: []v1alpha1.BudgetWindowStatus{{Window: v1alpha1.BudgetWindowMonth, TimeZone: "Europe/Berlin",
-				Start: start, ResetAt: metav1.NewTime(now.Add(24 * time.Hour)),
-				Used: v1alpha1.BudgetAmounts{Cost: "123.456789"}, Limit: v1alpha1.BudgetAmounts{Cost: "500.00"}, Percent: 24}},
-			Window: v1alpha1.BudgetWindowMonth, Used: "123.46 USD", Limit: "500.00 USD", Percent: 24,
-		}
-		Expect(k8s.Status().Update(suiteCtx, b)).To(Succeed())
+		// The leader writes the status from the store's counters: a priced model the
+		// Budget governs gives it its currency, and a reservation its use.
+		Expect(k8s.Create(suiteCtx, newSecret(ns, map[string]string{"api-key": "sk-test"}))).To(Succeed())
+		md := newMD(ns, "premium", withLabels("tier", "premium"), withPricing(contractPricing()), withMaxOutputTokens(4096))
+		Expect(k8s.Create(suiteCtx, md)).To(Succeed())
+		Eventually(func() bool { return inTable(md) }).Should(BeTrue())
+		hold(b, "exe_kubectl_1", budget.UnitCost, 123_456_789)
+		Eventually(func(g Gomega) {
+			g.Expect(k8s.Get(suiteCtx, client.ObjectKeyFromObject(b), b)).To(Succeed())
+			g.Expect(b.Status.Used).To(Equal("123.46 USD"))
+		}, 15*time.Second).Should(Succeed())
 
 		lines = strings.Split(strings.TrimSpace(kubectl("get", "budget", "-n", ns)), "\n")
 		Expect(lines).To(HaveLen(2))

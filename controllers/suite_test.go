@@ -26,6 +26,8 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/switchboard-dev/switchboard/api/v1alpha1"
+	"github.com/switchboard-dev/switchboard/runtime/budget"
+	"github.com/switchboard-dev/switchboard/runtime/eventstore/memory"
 	"github.com/switchboard-dev/switchboard/runtime/routing"
 )
 
@@ -48,6 +50,10 @@ var (
 	logs      syncBuffer // every log line of every manager in the suite
 	suiteCtx  context.Context
 	suiteStop context.CancelFunc
+	// budgets is the Budget set the suite's manager publishes; budgetStore holds the
+	// counters its status writer reads.
+	budgets     *budget.Holder
+	budgetStore *memory.Store
 )
 
 func TestControllers(t *testing.T) {
@@ -95,11 +101,16 @@ var _ = BeforeSuite(func() {
 	mgr, err := ctrl.NewManager(cfg, opts)
 	Expect(err).NotTo(HaveOccurred())
 	Expect(Setup(mgr, routing.NewRegistry(holder))).To(Succeed())
+	budgetStore = memory.New()
+	budgets = &budget.Holder{}
+	budgetsSynced, err := SetupBudgets(mgr, BudgetOptions{Holder: budgets, Table: holder, Store: budgetStore})
+	Expect(err).NotTo(HaveOccurred())
 	go func() {
 		defer GinkgoRecover()
 		Expect(mgr.Start(suiteCtx)).To(Succeed())
 	}()
 	Eventually(holder.Synced, 10*time.Second).Should(BeTrue())
+	Eventually(budgetsSynced, 10*time.Second).Should(BeTrue())
 })
 
 var _ = AfterSuite(func() {
@@ -108,6 +119,9 @@ var _ = AfterSuite(func() {
 	}
 	if testEnv != nil {
 		Expect(testEnv.Stop()).To(Succeed())
+	}
+	if budgetStore != nil {
+		_ = budgetStore.Close()
 	}
 })
 
