@@ -80,15 +80,18 @@ func (e *Engine) run(parent context.Context, x *execution, body func(context.Con
 		code = f.Error.Code
 	}
 	endSpan(span, code)
-	if err != nil {
-		x.log.Error(err, "Cannot record terminal event", "type", typ)
-		return
-	}
+	// The attempts are over, so what they spent is known: it is settled even when the
+	// terminal event could not be recorded (the replica that ends the execution then
+	// finds nothing left to settle).
 	if e.admission != nil && x.claim != nil {
 		s := x.spent
 		s.Failed = typ == protocol.EventFailed
 		s.OutputBytes = x.w.outputBytes()
 		e.admission.Settle(x.w.ctx, *x.claim, s)
+	}
+	if err != nil {
+		x.log.Error(err, "Cannot record terminal event", "type", typ)
+		return
 	}
 	e.obs.ExecutionEnded(x.ability, code)
 }
