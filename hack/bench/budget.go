@@ -41,6 +41,32 @@ func budgetSettled(ctx context.Context, rt *runtimeProc, before float64) error {
 	}
 }
 
+// budgetOpSeries are the sum and count series of the store's timing of the Budget's
+// reservation (hold) and settlement (settle), in that order, as /metrics exposes them.
+func budgetOpSeries(store string) []string {
+	var names []string
+	for _, op := range []string{"hold", "settle"} {
+		for _, suffix := range []string{"_sum", "_count"} {
+			names = append(names, `switchboard_eventstore_operation_duration_seconds`+suffix+`{op="`+op+`",store="`+store+`"}`)
+		}
+	}
+	return names
+}
+
+// meanOps is the mean duration of hold and settle between two readings of
+// budgetOpSeries; -1 for an operation that did not happen in between.
+func meanOps(before, after []float64) [2]time.Duration {
+	var mean [2]time.Duration
+	for i := range mean {
+		sum, n := after[2*i]-before[2*i], after[2*i+1]-before[2*i+1]
+		mean[i] = -1
+		if n > 0 {
+			mean[i] = time.Duration(sum / n * float64(time.Second))
+		}
+	}
+	return mean
+}
+
 // redisPinger measures the round trip from this process to the Redis the runtimes use,
 // on one connection: the cost of one call to the store, the unit the Budget's admission
 // cost is compared with.

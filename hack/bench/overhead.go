@@ -338,6 +338,7 @@ func runOverhead(ctx context.Context, args []string, stdout, stderr io.Writer) (
 		cpu   []time.Duration
 		p     [][4]time.Duration // ttfo and end, p50 and p99, per side
 		rtt   time.Duration      // p50 round trip to Redis after the level; 0 without Redis
+		ops   [2]time.Duration   // the budget side's mean hold and settle, as its store timed them; -1 when unknown
 	}
 	var cmps []cmpRow
 	for _, c := range concs {
@@ -352,8 +353,10 @@ func runOverhead(ctx context.Context, args []string, stdout, stderr io.Writer) (
 			size = max(100, 8*c)
 		}
 		var costBefore float64
+		var opsBefore []float64
 		if budgetRT != nil {
 			costBefore, _ = metricValue(ctx, budgetRT.metrics, budgetCostMetric) // absent before the first settlement
+			opsBefore, _ = goMetrics(ctx, budgetRT.metrics, budgetOpSeries(*store)...)
 		}
 		cpus := make([]*cpuMeter, len(sides))
 		for i, side := range sides {
@@ -376,9 +379,13 @@ func runOverhead(ctx context.Context, args []string, stdout, stderr io.Writer) (
 			}
 		}
 		cr := cmpRow{conc: c, added: make([]time.Duration, len(sides)), cpu: make([]time.Duration, len(sides))}
+		cr.ops = [2]time.Duration{-1, -1}
 		if budgetRT != nil {
 			if err := budgetSettled(ctx, budgetRT, costBefore); err != nil {
 				return err
+			}
+			if after, ok := goMetrics(ctx, budgetRT.metrics, budgetOpSeries(*store)...); ok && opsBefore != nil {
+				cr.ops = meanOps(opsBefore, after)
 			}
 		}
 		if rtt != nil {
@@ -477,8 +484,9 @@ func runOverhead(ctx context.Context, args []string, stdout, stderr io.Writer) (
 	if iB, ok := index[sideBudget]; ok {
 		fmt.Fprintln(stdout)
 		fmt.Fprintf(stdout, "the Budget's cost per execution: %s − runtime in this run (%s EventStore); vs_runtime: %s's added ttfo p50 or CPU ÷ the runtime's\n", sideBudget, *store, sideBudget)
+		fmt.Fprintln(stdout, "  hold_us, settle_us: the mean reservation and settlement as the runtime's store timed them over the level (switchboard_eventstore_operation_duration_seconds)")
 		fmt.Fprintln(stdout, "  redis_rtt_p50_us: PING from this process after the level; within_rtt: ttfo p50 added ≤ one Redis round trip (the target)")
-		bt := newTable(stdout, "conc", "store", "ttfo_p50_added_us", "end_p50_added_us", "added_vs_runtime", "cpu_added_us_per_call", "cpu_vs_runtime", "redis_rtt_p50_us", "within_rtt")
+		bt := newTable(stdout, "conc", "store", "ttfo_p50_added_us", "end_p50_added_us", "added_vs_runtime", "cpu_added_us_per_call", "cpu_vs_runtime", "hold_us", "settle_us", "redis_rtt_p50_us", "within_rtt")
 		for _, cr := range cmps {
 			b, r := cr.p[iB], cr.p[iRT]
 			rttUS, within := "n/a", "n/a"
@@ -488,8 +496,12 @@ func runOverhead(ctx context.Context, args []string, stdout, stderr io.Writer) (
 					within = "missed"
 				}
 			}
+			hold, settle := "n/a", "n/a"
+			if cr.ops[0] >= 0 {
+				hold, settle = us(cr.ops[0]), us(cr.ops[1])
+			}
 			bt.row(fmt.Sprint(cr.conc), *store, signedUS(b[0]-r[0]), signedUS(b[2]-r[2]), ratio(cr.added[iB], cr.added[iRT]),
-				signedUS(cr.cpu[iB]-cr.cpu[iRT]), ratio(cr.cpu[iB], cr.cpu[iRT]), rttUS, within)
+				signedUS(cr.cpu[iB]-cr.cpu[iRT]), ratio(cr.cpu[iB], cr.cpu[iRT]), hold, settle, rttUS, within)
 		}
 		if err := bt.flush(); err != nil {
 			return err
