@@ -167,13 +167,28 @@ bench: envtest-assets ## Run the benchmarks.
 # switchboard built from another commit with the same client. They are not part of
 # `make test`.
 BENCH_FLAGS ?=
-# BENCH_REDIS_URL is the Redis of bench-throughput's redis EventStore. Nothing is flushed;
-# the runtime's keys expire after the benchmark's -retention (10m).
+# BENCH_REDIS_URL is the Redis of bench-throughput's redis EventStore and of bench-overhead's
+# redis run. Nothing is flushed; the runtime's keys expire after the benchmark's -retention
+# (10m), the bench Budget's counters after their month.
 BENCH_REDIS_URL ?= redis://127.0.0.1:6379/15
+# BENCH_BUDGET=false leaves bench-overhead's native+budget side out (a binary without
+# Budgets, given in BENCH_FLAGS); BENCH_OVERHEAD_REDIS=false skips its redis run.
+BENCH_BUDGET ?= true
+BENCH_OVERHEAD_REDIS ?= true
+# bench_redis_hostport is BENCH_REDIS_URL's host:port, for the check that Redis listens.
+bench_redis_hostport = $(firstword $(subst /, ,$(lastword $(subst @, ,$(patsubst rediss://%,%,$(patsubst redis://%,%,$(BENCH_REDIS_URL)))))))
 
 .PHONY: bench-overhead
-bench-overhead: ## Latency a call through the runtime (native path, OpenAI front door) and through the baseline relay adds to a direct provider call; CPU and RSS.
-	go run ./hack/bench overhead $(BENCH_FLAGS)
+bench-overhead: ## Latency a call through the runtime (native path, with a Budget, OpenAI front door) and through the baseline relay adds to a direct provider call; CPU and RSS. Memory store, then Redis.
+	go run ./hack/bench overhead -budget=$(BENCH_BUDGET) -event-store memory $(BENCH_FLAGS)
+	@if [ "$(BENCH_OVERHEAD_REDIS)" = false ]; then \
+		echo "bench-overhead: redis run skipped (BENCH_OVERHEAD_REDIS=false)"; \
+	elif ! timeout 2 bash -c 'exec 3<>/dev/tcp/$(subst :,/,$(bench_redis_hostport))' 2>/dev/null; then \
+		echo "bench-overhead: nothing listens at $(bench_redis_hostport) (BENCH_REDIS_URL): memory store only, no redis run"; \
+	else \
+		echo; echo "bench-overhead: the same run on the redis EventStore at $(BENCH_REDIS_URL)"; \
+		go run ./hack/bench overhead -budget=$(BENCH_BUDGET) -event-store redis -redis-url $(BENCH_REDIS_URL) $(BENCH_FLAGS); \
+	fi
 
 .PHONY: bench-fanout
 bench-fanout: ## One execution's events streamed to 1, 100 and 1000 subscribers: lag and memory per subscriber.

@@ -144,6 +144,10 @@ func TestDashboardQueriesExistingMetrics(t *testing.T) {
 		{"EventStore latency", "switchboard_eventstore_operation_duration_seconds"},
 		{"routing table size", "switchboard_routing_table_models"},
 		{"last routing table publish", "switchboard_routing_table_publish_timestamp_seconds"},
+		{"budget used ÷ limit", "switchboard_budget_used"},
+		{"budget used ÷ limit", "switchboard_budget_limit"},
+		{"budget rejections", "switchboard_budget_rejections_total"},
+		{"spend by deployment", "switchboard_cost_total"},
 	} {
 		if !queried[r.family] {
 			t.Errorf("no panel shows %s: the dashboard never queries %s", r.panel, r.family)

@@ -26,14 +26,15 @@ import (
 var updateGolden = flag.Bool("update", false, "rewrite testdata/metrics.golden from this run's scrape")
 
 // TestMetricsGolden runs a scripted set of executions through the built binary — a
-// success, a fallback from a 503, a tool call, a 422, a cancel, a deadline, an async job
-// and an idempotent replay — then scrapes /metrics and compares the runtime's series
+// success, a fallback from a 503, a tool call, a 422, a cancel, a deadline, an async job,
+// an idempotent replay, and a priced model whose Budget admits one execution and
+// refuses the next — then scrapes /metrics and compares the runtime's series
 // (switchboard_* and gen_ai_*), their label sets and every deterministic value with
 // testdata/metrics.golden. Durations and timestamps are not deterministic: for them only
 // the count of observations, or the series' existence, is compared (see normalize).
 func TestMetricsGolden(t *testing.T) {
 	metricsAddr := freeAddr(t)
-	e := setup(t, "--metrics-bind-address", metricsAddr)
+	e := setupWith(t, goldenBudget, "--metrics-bind-address", metricsAddr)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 
@@ -97,6 +98,12 @@ func TestMetricsGolden(t *testing.T) {
 	deadline := int64(1000)
 	req.DeadlineMs = &deadline
 	finish(t, submit(t, req), protocol.StatusFailed, protocol.CodeDeadlineExceeded)
+	// The Budget's one request: settled (switchboard_cost_total), then a refusal
+	// (switchboard_budget_rejections_total).
+	finish(t, submit(t, textRequest("priced", "what does it cost")), protocol.StatusCompleted, "")
+	if _, err := e.client.Submit(ctx, textRequest("priced", "and again")); !errors.As(err, &ce) || ce.Code() != protocol.CodeQuotaExhausted {
+		t.Fatalf("Submit past the Budget = %v, want quota_exhausted", err)
+	}
 	async.Wait()
 	if t.Failed() {
 		t.FailNow()
@@ -105,6 +112,11 @@ func TestMetricsGolden(t *testing.T) {
 	// A request's metrics are recorded once its handler returns, a moment after the
 	// client has read the response: scrape until the values settle.
 	url := "http://" + metricsAddr + "/metrics"
+	// A standalone replica reports its Budgets' windows every 10 s, the first time when
+	// it starts, possibly before it has read the manifests: wait for the first report.
+	eventually(t, 15*time.Second, "the Budget's report", func() bool {
+		return scrape(t, url)["switchboard_budget_limit"] != nil
+	})
 	if *updateGolden {
 		var got string
 		eventually(t, 10*time.Second, "two equal scrapes", func() bool {
@@ -132,6 +144,33 @@ func TestMetricsGolden(t *testing.T) {
 	if strings.Contains(e.runtime.String(), "hello metrics") {
 		t.Error("the runtime's log holds prompt text")
 	}
+}
+
+// goldenBudget is the golden run's priced model, ability "priced", and a Budget over it
+// that admits one request a month: the first execution settles, the second is refused.
+func goldenBudget(provider string) string {
+	return fmt.Sprintf(`apiVersion: ai.switchboard.dev/v1alpha1
+kind: ModelDeployment
+metadata: {name: priced, namespace: e2e, labels: {budget: golden}}
+spec:
+  provider: openai-compatible
+  model: echo
+  endpoint: http://%s/openai/v1
+  allowInsecureEndpoint: true
+  credentials: {secretRef: {name: demo, key: api-key}}
+  abilities: [priced]
+  capabilities: {streaming: true}
+  pricing: {currency: USD, inputTokens: "2.50", outputTokens: "10.00"}
+  limits: {maxOutputTokens: 256}
+---
+apiVersion: ai.switchboard.dev/v1alpha1
+kind: Budget
+metadata: {name: golden, namespace: e2e}
+spec:
+  selector: {matchLabels: {budget: golden}}
+  limits:
+    - {window: Month, cost: "1000.00", requests: 1}
+`, provider)
 }
 
 // scrape reads url's Prometheus text exposition.
@@ -167,6 +206,9 @@ var (
 		"switchboard_routing_table_publish_timestamp_seconds": true,
 		"switchboard_eventstore_operation_duration_seconds":   true,
 		"switchboard_build_info":                              true,
+		// Reported every 10 s (spec/budgets.md, "Metrics"): before or after the scripted
+		// request settled.
+		"switchboard_budget_used": true,
 	}
 	scriptedStoreOps = []string{"create", "append", "get", "read", "snapshot", "reserve", "request_cancel"}
 )

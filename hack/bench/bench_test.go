@@ -108,6 +108,21 @@ func TestSubcommands(t *testing.T) {
 			// each server against the native path and the translating baseline
 			`^1 +runtime +[-+][0-9.]+ +(?:1\.00x|n/a) +(?:\S+x|n/a) +[0-9.]+ +\S+$`, `^1 +translate +[-+][0-9.]+ +(?:\S+x|n/a) +(?:1\.00x|n/a) +[0-9.]+ +\S+$`,
 			`^4 +relay +[-+][0-9.]+ +(?:\S+x|n/a) +(?:\S+x|n/a) +[0-9.]+ +\S+$`, `^4 +other +[-+][0-9.]+ +(?:\S+x|n/a) +(?:\S+x|n/a) +[0-9.]+ +\S+$`,
+			// the native path with a Budget, measured by default, against the native path
+			`^1 +native\+budget +20 `, `^1 +native\+budget_added +[-+]`, `^4 +native\+budget +20 `,
+			`^4 +native\+budget +20 +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]+$`,
+			`^1 +native\+budget +[-+][0-9.]+ +(?:\S+x|n/a) +(?:\S+x|n/a) +[0-9.]+ +\S+$`,
+			`^1 +memory +[-+][0-9.]+ +[-+][0-9.]+ +(?:\S+x|n/a) +[-+][0-9.]+ +(?:\S+x|n/a) +[0-9.]+ +[0-9.]+ +n/a +n/a$`,
+			`^4 +memory +[-+][0-9.]+ +[-+][0-9.]+ +(?:\S+x|n/a) +[-+][0-9.]+ +(?:\S+x|n/a) +[0-9.]+ +[0-9.]+ +n/a +n/a$`,
+		},
+	}, {
+		// The Budget's counters and every execution in Redis, and the round trip to it.
+		name: "overhead-redis",
+		args: []string{"overhead", "-c", "1", "-n", "10", "-batch", "10", "-warmup", "2", "-front-door", "off",
+			"-event-store", "redis", "-redis-url", redisURL()},
+		rows: []string{
+			`^1 +runtime +10 `, `^1 +native\+budget +10 `, `^1 +native\+budget_added +[-+]`,
+			`^1 +redis +[-+][0-9.]+ +[-+][0-9.]+ +(?:\S+x|n/a) +[-+][0-9.]+ +(?:\S+x|n/a) +[0-9.]+ +[0-9.]+ +[0-9]+\.[0-9] +(?:met|missed)$`,
 		},
 	}, {
 		name: "fanout",
@@ -131,7 +146,7 @@ func TestSubcommands(t *testing.T) {
 				t.Fatalf("bench %v: %v\nstderr:\n%s", tt.args, err, stderr.String())
 			}
 			rows := tt.rows
-			if tt.name == "overhead" {
+			if tt.name == "overhead" { // the only run with the front doors
 				rows = append(rows, frontDoorRows(t, stdout.Bytes())...)
 			}
 			for _, row := range rows {
@@ -201,6 +216,8 @@ func TestUsage(t *testing.T) {
 	}
 	for _, args := range [][]string{
 		{"-front-door", "maybe"},
+		{"-event-store", "etcd"},
+		{"-event-store", "redis", "-redis-url", "http://127.0.0.1:6379"},
 		{"-peer", "127.0.0.1:8080"},
 		{"-peer", "ftp://127.0.0.1/v1"},
 		{"-peer", "http://127.0.0.1:8080/v1", "-peer-name", "runtime"},

@@ -37,6 +37,16 @@ const (
 	sideTranslate = "translate"
 	sideFrontDoor = "frontdoor"
 	sideMessages  = "frontdoor-messages"
+	sideBudget    = "native+budget"
+)
+
+// budgetDeployment and budgetCostMetric name the series of /metrics that counts what
+// the budget side's executions settled: it grows only when an execution held a
+// reservation and settled it (spec/budgets.md, "Metrics"), so the run checks at every
+// level that the Budget was in the path.
+const (
+	budgetDeployment = benchNamespace + "/bench"
+	budgetCostMetric = `switchboard_cost_total{currency="USD",deployment="` + budgetDeployment + `"}`
 )
 
 // doorSide is one of the runtime's front doors, measured in a switchboard process of
@@ -118,6 +128,9 @@ func runOverhead(ctx context.Context, args []string, stdout, stderr io.Writer) (
 	chunks := fs.Int("chunks", 10, "text deltas per answer")
 	frontDoor := fs.String("front-door", frontDoorDefault, "the runtime's front doors, POST /v1/chat/completions and POST /v1/messages: on, off, or auto (each skipped, saying so, when the binary has no such route)")
 	providerAddr := fs.String("provider-addr", "127.0.0.1:0", "listen address of the demo provider (fixed, so that a -peer can be pointed at it)")
+	withBudget := fs.Bool("budget", true, "measure "+sideBudget+" too: the native path on a runtime whose model is priced, capped and governed by one Budget that never refuses (-budget=false for a binary without Budgets)")
+	store := fs.String("event-store", "memory", "EventStore of every switchboard of the run, and so of the Budget's counters: memory or redis")
+	redisURL := fs.String("redis-url", "redis://127.0.0.1:6379/15", "switchboard --redis-url for -event-store redis; nothing is flushed, executions expire after -retention, the Budget's counters after their month")
 	var peer peerFlags
 	peer.register(fs)
 	if err := fs.Parse(args); err != nil {
@@ -136,6 +149,20 @@ func runOverhead(ctx context.Context, args []string, stdout, stderr io.Writer) (
 	if err := peer.check(); err != nil {
 		return err
 	}
+	var storeFlags []string
+	var rtt *redisPinger
+	switch *store {
+	case "memory":
+		storeFlags = []string{"--event-store", "memory"}
+	case "redis":
+		storeFlags = []string{"--event-store", "redis", "--redis-url", *redisURL}
+		if rtt, err = newRedisPinger(ctx, *redisURL); err != nil {
+			return err
+		}
+		defer rtt.close()
+	default:
+		return errors.New("-event-store must be memory or redis")
+	}
 
 	s, err := newSession(ctx, cf, stdout, stderr)
 	if err != nil {
@@ -149,7 +176,7 @@ func runOverhead(ctx context.Context, args []string, stdout, stderr io.Writer) (
 	endpoint := "http://" + provider + "/openai/v1"
 	// Every server in a process of its own, so that each is idle during the other
 	// sides' batches and its CPU time and memory are its own.
-	rt, err := s.startSwitchboard(ctx, "switchboard", endpoint)
+	rt, err := s.startSwitchboard(ctx, "switchboard", endpoint, storeFlags...)
 	if err != nil {
 		return err
 	}
@@ -190,6 +217,21 @@ func runOverhead(ctx context.Context, args []string, stdout, stderr io.Writer) (
 		{sideRuntime, rt.pid(), func(ctx context.Context) (callTimes, error) { return runtimeCall(ctx, cl, req, text) }},
 		{sideTranslate, translate.pid(), func(ctx context.Context) (callTimes, error) { return tcl.call(ctx, text) }},
 	}
+	var budgetRT *runtimeProc
+	if *withBudget {
+		// The same native call to a runtime of its own whose manifests differ only by
+		// the Budget and what it needs (pricing, the output cap), on the same store and
+		// upstream, so that the difference between the two is the Budget's admission
+		// and settlement.
+		if budgetRT, err = s.startSwitchboardWith(ctx, "switchboard-budget", budgetManifest(endpoint, overheadModel), storeFlags...); err != nil {
+			return err
+		}
+		bcl, err := newRuntimeClient(budgetRT.api, hc)
+		if err != nil {
+			return err
+		}
+		sides = slices.Insert(sides, 3, overheadSide{sideBudget, budgetRT.pid(), func(ctx context.Context) (callTimes, error) { return runtimeCall(ctx, bcl, req, text) }})
+	}
 	doors := []*doorSide{{
 		side: sideFrontDoor, route: "/v1/chat/completions", process: "switchboard-frontdoor",
 		client: func(url string) (func(context.Context, string) (callTimes, error), error) {
@@ -214,7 +256,7 @@ func runOverhead(ctx context.Context, args []string, stdout, stderr io.Writer) (
 		doors = nil
 	}
 	for _, door := range doors {
-		fd, err := s.startSwitchboard(ctx, door.process, endpoint)
+		fd, err := s.startSwitchboard(ctx, door.process, endpoint, storeFlags...)
 		if err != nil {
 			return err
 		}
@@ -249,11 +291,15 @@ func runOverhead(ctx context.Context, args []string, stdout, stderr io.Writer) (
 		index[side.name] = i
 	}
 
-	fmt.Fprintf(stdout, "overhead: echo of %d runes in %d deltas, upstream delay 0; %d calls per side per level, alternating batches\n",
-		len(text), *chunks, *n)
+	fmt.Fprintf(stdout, "overhead: echo of %d runes in %d deltas, upstream delay 0; %d calls per side per level, alternating batches; %s EventStore\n",
+		len(text), *chunks, *n, *store)
 	fmt.Fprintln(stdout, "  direct:    POST /openai/v1/chat/completions to the demo provider, streamed with include_usage, until data: [DONE]")
 	fmt.Fprintln(stdout, "  relay:     the baseline (hack/relay): POST /v1/executions, then GET …/events, with net/http alone, events in memory")
 	fmt.Fprintln(stdout, "  runtime:   POST /v1/executions, then GET …/events until execution.completed (the native path)")
+	if *withBudget {
+		fmt.Fprintf(stdout, "  %s: the native path on a runtime of its own whose model is priced (USD), capped (maxOutputTokens 256) and governed by one Budget\n", sideBudget)
+		fmt.Fprintln(stdout, "    (Month: cost 1000000.00, requests 1000000000; never refuses): each execution reserves and settles a cost and a request")
+	}
 	fmt.Fprintln(stdout, "  translate: the baseline's one-exchange mode: POST /v1/chat/completions, each upstream chunk re-emitted, until data: [DONE]")
 	for _, door := range doors {
 		switch {
@@ -290,6 +336,9 @@ func runOverhead(ctx context.Context, args []string, stdout, stderr io.Writer) (
 		conc  int
 		added []time.Duration
 		cpu   []time.Duration
+		p     [][4]time.Duration // ttfo and end, p50 and p99, per side
+		rtt   time.Duration      // p50 round trip to Redis after the level; 0 without Redis
+		ops   [2]time.Duration   // the budget side's mean hold and settle, as its store timed them; -1 when unknown
 	}
 	var cmps []cmpRow
 	for _, c := range concs {
@@ -302,6 +351,12 @@ func runOverhead(ctx context.Context, args []string, stdout, stderr io.Writer) (
 		size := *batch
 		if size == 0 {
 			size = max(100, 8*c)
+		}
+		var costBefore float64
+		var opsBefore []float64
+		if budgetRT != nil {
+			costBefore, _ = metricValue(ctx, budgetRT.metrics, budgetCostMetric) // absent before the first settlement
+			opsBefore, _ = goMetrics(ctx, budgetRT.metrics, budgetOpSeries(*store)...)
 		}
 		cpus := make([]*cpuMeter, len(sides))
 		for i, side := range sides {
@@ -324,6 +379,20 @@ func runOverhead(ctx context.Context, args []string, stdout, stderr io.Writer) (
 			}
 		}
 		cr := cmpRow{conc: c, added: make([]time.Duration, len(sides)), cpu: make([]time.Duration, len(sides))}
+		cr.ops = [2]time.Duration{-1, -1}
+		if budgetRT != nil {
+			if err := budgetSettled(ctx, budgetRT, costBefore); err != nil {
+				return err
+			}
+			if after, ok := goMetrics(ctx, budgetRT.metrics, budgetOpSeries(*store)...); ok && opsBefore != nil {
+				cr.ops = meanOps(opsBefore, after)
+			}
+		}
+		if rtt != nil {
+			if cr.rtt, err = rtt.p50(ctx, 1000); err != nil {
+				return err
+			}
+		}
 		for i, side := range sides {
 			cr.cpu[i] = -1
 			if side.name == sideDirect {
@@ -373,6 +442,7 @@ func runOverhead(ctx context.Context, args []string, stdout, stderr io.Writer) (
 			}
 		}
 		lat.row(cs, "ratio", "", ratio(r[0], d[0]), ratio(r[1], d[1]), ratio(r[2], d[2]), ratio(r[3], d[3]))
+		cr.p = p
 		cmps = append(cmps, cr)
 	}
 	if err := lat.flush(); err != nil {
@@ -410,6 +480,32 @@ func runOverhead(ctx context.Context, args []string, stdout, stderr io.Writer) (
 	}
 	if err := ct.flush(); err != nil {
 		return err
+	}
+	if iB, ok := index[sideBudget]; ok {
+		fmt.Fprintln(stdout)
+		fmt.Fprintf(stdout, "the Budget's cost per execution: %s − runtime in this run (%s EventStore); vs_runtime: %s's added ttfo p50 or CPU ÷ the runtime's\n", sideBudget, *store, sideBudget)
+		fmt.Fprintln(stdout, "  hold_us, settle_us: the mean reservation and settlement as the runtime's store timed them over the level (switchboard_eventstore_operation_duration_seconds)")
+		fmt.Fprintln(stdout, "  redis_rtt_p50_us: PING from this process after the level; within_rtt: ttfo p50 added ≤ one Redis round trip (the target)")
+		bt := newTable(stdout, "conc", "store", "ttfo_p50_added_us", "end_p50_added_us", "added_vs_runtime", "cpu_added_us_per_call", "cpu_vs_runtime", "hold_us", "settle_us", "redis_rtt_p50_us", "within_rtt")
+		for _, cr := range cmps {
+			b, r := cr.p[iB], cr.p[iRT]
+			rttUS, within := "n/a", "n/a"
+			if cr.rtt > 0 {
+				rttUS, within = us(cr.rtt), "met"
+				if b[0]-r[0] > cr.rtt {
+					within = "missed"
+				}
+			}
+			hold, settle := "n/a", "n/a"
+			if cr.ops[0] >= 0 {
+				hold, settle = us(cr.ops[0]), us(cr.ops[1])
+			}
+			bt.row(fmt.Sprint(cr.conc), *store, signedUS(b[0]-r[0]), signedUS(b[2]-r[2]), ratio(cr.added[iB], cr.added[iRT]),
+				signedUS(cr.cpu[iB]-cr.cpu[iRT]), ratio(cr.cpu[iB], cr.cpu[iRT]), hold, settle, rttUS, within)
+		}
+		if err := bt.flush(); err != nil {
+			return err
+		}
 	}
 	var measured []string // the front doors measured
 	for _, door := range doors {

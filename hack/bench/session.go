@@ -285,12 +285,17 @@ type runtimeProc struct {
 // ModelDeployment of the bench model at endpoint, and waits until it is ready. name names its log;
 // args are added to its flags.
 func (s *session) startSwitchboard(ctx context.Context, name, endpoint string, args ...string) (*runtimeProc, error) {
-	model := overheadModel
+	return s.startSwitchboardWith(ctx, name, manifest(endpoint, overheadModel), args...)
+}
+
+// startSwitchboardWith is startSwitchboard serving the manifests of models (YAML
+// documents, written to the one file of its --manifests folder) instead.
+func (s *session) startSwitchboardWith(ctx context.Context, name, models string, args ...string) (*runtimeProc, error) {
 	dir := filepath.Join(s.dir, name+"-manifests")
 	if err := os.Mkdir(dir, 0o700); err != nil {
 		return nil, err
 	}
-	if err := os.WriteFile(filepath.Join(dir, "models.yaml"), []byte(manifest(endpoint, model)), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "models.yaml"), []byte(models), 0o600); err != nil {
 		return nil, err
 	}
 	addrs := make([]string, 3)
@@ -335,6 +340,31 @@ func (s *session) startSwitchboard(ctx context.Context, name, endpoint string, a
 // manifest is the runtime's only model: a Secret with the demo provider's key and one
 // streaming openai-compatible ModelDeployment.
 func manifest(endpoint, model string) string {
+	return deploymentManifest(endpoint, model, "")
+}
+
+// budgetManifest is manifest with the model priced and capped and one Budget over it
+// (spec/budgets.md) whose limits never refuse during a run: every execution reserves
+// and settles a cost and a request in the Budget's Month window, and nothing else
+// differs from manifest. The Budget's counters are named by its file uid (bench/bench)
+// and the month, so that runs against one Redis add to the same keys; a month of runs
+// stays far below the limits (a call reserves about 0.003 USD).
+func budgetManifest(endpoint, model string) string {
+	return deploymentManifest(endpoint, model, `  pricing: {currency: USD, inputTokens: "2.50", outputTokens: "10.00"}
+  limits: {maxOutputTokens: 256}
+`) + fmt.Sprintf(`---
+apiVersion: ai.switchboard.dev/v1alpha1
+kind: Budget
+metadata: {name: bench, namespace: %s}
+spec:
+  limits:
+    - {window: Month, cost: "1000000.00", requests: 1000000000}
+`, benchNamespace)
+}
+
+// deploymentManifest is manifest with spec appended to the ModelDeployment's spec
+// (indented fields, each line ending in a newline).
+func deploymentManifest(endpoint, model, spec string) string {
 	return fmt.Sprintf(`apiVersion: v1
 kind: Secret
 metadata: {name: bench-credentials, namespace: %[3]s}
@@ -351,7 +381,7 @@ spec:
   credentials: {secretRef: {name: bench-credentials, key: api-key}}
   abilities: [%[5]s]
   capabilities: {streaming: true}
-`, endpoint, model, benchNamespace, benchKey, benchAbility)
+%[6]s`, endpoint, model, benchNamespace, benchKey, benchAbility, spec)
 }
 
 // freeAddr returns a loopback address with a port that was free a moment ago.
