@@ -88,11 +88,11 @@ func newWorld(t *testing.T, budgets []budget.Budget, deployments ...routing.Depl
 	return w
 }
 
-func deployment(name, provider string, labels map[string]string, prices *pricing.Prices, cap int64) routing.Deployment {
+func deployment(name, provider string, labels map[string]string, prices *pricing.Prices, outputCap int64) routing.Deployment {
 	return routing.Deployment{
 		Ref: routing.Ref{Namespace: "ai", Name: name}, Provider: provider, Model: name, Abilities: []string{"chat"},
 		Capabilities: routing.CapsOf(protocol.CapInputText, protocol.CapOutputText), Priority: 0, Weight: 1,
-		Labels: labels, Pricing: prices, MaxOutputTokens: cap,
+		Labels: labels, Pricing: prices, MaxOutputTokens: outputCap,
 	}
 }
 
@@ -234,9 +234,6 @@ func TestFallbackToAModelWithBudgetLeft(t *testing.T) {
 	w := newWorld(t, []budget.Budget{premium},
 		deployment("big", "p", map[string]string{"tier": "premium"}, nil, 0),
 		deployment("small", "q", nil, nil, 0))
-	// Prefer big: priority makes it first.
-	big, _ := w.table.Load().Get(routing.Ref{Namespace: "ai", Name: "big"})
-	_ = big
 	req := func() *protocol.Request {
 		r := request()
 		r.Routing = &protocol.Routing{Prefer: []string{"ai/big"}}
@@ -370,20 +367,28 @@ func TestConcurrentReservationsNeverOvershoot(t *testing.T) {
 	b := budget.Budget{UID: "u10", Namespace: "ai", Name: "edge", Limits: []budget.Limit{{Window: budget.Day, Location: time.UTC, Requests: 100, Cost: 10_000_000}}}
 	w := newWorld(t, []budget.Budget{b}, deployment("m", "p", nil, usd, 100))
 	var admitted, refused atomic.Int64
+	ids := make(chan string, 300)
 	var wg sync.WaitGroup
 	for range 300 {
 		wg.Go(func() {
-			_, err := w.submit(t, engine.Principal{Name: "alice"})
+			acc, _, err := w.eng.Submit(t.Context(), engine.Principal{Name: "alice"}, request(), engine.Idempotency{})
+			var pe *protocol.Error
 			switch {
 			case err == nil:
 				admitted.Add(1)
-			default:
-				quota(t, err)
+				ids <- acc.ID
+			case errors.As(err, &pe) && pe.Code == protocol.CodeQuotaExhausted:
 				refused.Add(1)
+			default:
+				t.Errorf("Submit: %v, want success or quota_exhausted", err)
 			}
 		})
 	}
 	wg.Wait()
+	close(ids)
+	for id := range ids {
+		waitRoute(t, w, id) // terminal and settled
+	}
 	if admitted.Load() != 100 || refused.Load() != 200 {
 		t.Fatalf("admitted %d, refused %d; want 100 and 200", admitted.Load(), refused.Load())
 	}
