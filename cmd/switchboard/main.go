@@ -151,7 +151,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.DurationVar(&o.tokenTTL, "stream-token-ttl", auth.DefaultStreamTokenTTL, "Lifetime of the signed read tokens in the links of a new execution.")
 	fs.DurationVar(&o.tokenRotation, "stream-token-key-rotation", auth.DefaultStreamTokenKeyRotation, "How long one key signs stream links; the previous key verifies the links it signed for --stream-token-ttl more. Whole seconds, at least --stream-token-ttl.")
 	fs.IntVar(&o.maxPerPrincipal, "max-concurrent-per-principal", 0, "Executions one caller may run at once on this replica; more are refused with rate_limited. 0: no limit.")
-	fs.Func("watch-namespaces", "Comma-separated namespaces whose ModelDeployments, CapabilityPolicies and Secrets the manager watches; models elsewhere are ignored. Empty: all namespaces.", func(s string) error {
+	fs.Func("watch-namespaces", "Comma-separated namespaces whose ModelDeployments, CapabilityPolicies, Budgets and Secrets the manager watches; objects elsewhere are ignored. Empty: all namespaces.", func(s string) error {
 		ns, err := controllers.ParseWatchNamespaces(s)
 		o.watchNamespaces = ns
 		return err
