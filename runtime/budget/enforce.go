@@ -201,7 +201,10 @@ func (e *Enforcer) Admit(ctx context.Context, c engine.Claim, candidates []*rout
 				r.tooLarge = true
 			}
 		default:
+			// The reservation may have landed: give it back, or leave it to the sweep,
+			// which gives back what an execution that was never created holds.
 			e.log.Error(err, "Cannot reserve budget", "execution", c.ID)
+			_ = e.store.Hold(ctx, c.ID, nil, nil)
 			return 0, errBudgetUnavailable()
 		}
 	}

@@ -121,9 +121,10 @@ func (e *Enforcer) sweepOne(ctx context.Context, p eventstore.PendingHold) bool 
 	st, err := e.store.Get(ctx, p.ID)
 	switch {
 	case errors.Is(err, eventstore.ErrNotFound):
-		// Removed before anyone settled it: what it spent is unknown, so it is charged
-		// what it reserved — a Budget never counts less than was spent.
-		e.settle(ctx, p.ID, nil, n.Worst)
+		// Never created: its replica reserved, then failed to create it or died before
+		// (an ended execution is settled within a sweep, long before its retention
+		// removes it). It spent nothing.
+		e.settle(ctx, p.ID, nil, Amounts{})
 		return true
 	case err != nil:
 		e.log.Error(err, "Cannot read an execution to settle its budget", "execution", p.ID)
