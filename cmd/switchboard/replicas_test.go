@@ -68,6 +68,8 @@ const (
 	dbSweepers
 	dbBenchKill
 	dbStreamLinks
+	dbBudgetLimit
+	dbBudgetKill
 )
 
 // redisURL empties Redis database db and returns its URL. The server is the one of
