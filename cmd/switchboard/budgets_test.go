@@ -33,8 +33,22 @@ import (
 //
 // The counters are read the way the runtime names them: a standalone Budget's uid is
 // "file:<namespace>/<name>" (spec/budgets.md, "Windows": counters belong to the uid and
-// the window's start). Every Budget here counts in a UTC Day window; a run that crosses
-// midnight UTC would split its counters over two windows and fail.
+// the window's start). Every Budget here counts in a UTC Day window, and each test
+// starts clear of midnight UTC (clearOfMidnight), so that its counters stay in one
+// window.
+
+// clearOfMidnight waits, when less than two minutes of the UTC day are left, until the
+// next day has begun: a test that ran across midnight would split its counters over
+// two Day windows.
+func clearOfMidnight(t *testing.T) {
+	t.Helper()
+	now := time.Now().UTC()
+	_, end := budget.Day.Bounds(now, time.UTC)
+	if left := end.Sub(now); left < 2*time.Minute {
+		t.Logf("waiting %s for the next UTC day", left.Round(time.Second))
+		time.Sleep(left + time.Second)
+	}
+}
 
 // exhaustedMessage is the fixed message of a refusal a window's reset can lift
 // (spec/budgets.md, "Admission").
@@ -222,6 +236,7 @@ const (
 )
 
 func TestBudgetAdmitsExactlyTheLimitAcrossReplicas(t *testing.T) {
+	clearOfMidnight(t)
 	input := inputEstimate(t, edgeBody)
 	if worst := ceilDiv(input*max(priceInput, priceCacheWrite)+meteredMaxOutput*max(priceOutput, priceReasoning), 1_000_000); input != 20 || worst != edgeWorst {
 		t.Fatalf("worst case %d micro-units for %d input tokens; the arithmetic documented at edgeBody says %d for 20", worst, input, edgeWorst)
@@ -430,6 +445,7 @@ var cutBodies = []string{
 }
 
 func TestBudgetSettledBySurvivorAfterKill(t *testing.T) {
+	clearOfMidnight(t)
 	url := redisURL(t, dbBudgetKill)
 	store := openRedisStore(t, url)
 	provider := startDemoProvider(t, "--chunks", "10", "--slow-delay", "800ms") // 8 s of stream
@@ -592,6 +608,7 @@ spec:
 }
 
 func TestBudgetFallbackAndExhaustion(t *testing.T) {
+	clearOfMidnight(t)
 	e := setupWith(t, tieredModels)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
