@@ -46,6 +46,14 @@ func (s *Store) Hold(ctx context.Context, id string, holds []eventstore.Hold, no
 	if s.isClosed.Load() {
 		return eventstore.ErrClosed
 	}
+	if !storable(id) {
+		return unstorable("hold budget")
+	}
+	for _, h := range holds {
+		if !storable(h.Counter, h.Unit) {
+			return unstorable("hold budget for " + id)
+		}
+	}
 	err := s.hold(ctx, id, holds, note)
 	var refused *eventstore.HoldRefusedError
 	if err != nil && !errors.As(err, &refused) {
@@ -81,7 +89,7 @@ func (s *Store) hold(ctx context.Context, id string, holds []eventstore.Hold, no
 			INSERT INTO {s}.budget_counters AS c (name, value, expires_at)
 			SELECT n, 0, '`+expiredCounter+`' FROM unnest($1::text[]) AS n ORDER BY n
 			ON CONFLICT (name) DO UPDATE SET name = excluded.name
-			RETURNING c.name, c.value, c.expires_at > clock_timestamp(), c.expires_at`), names)
+			RETURNING c.name, c.value, c.expires_at > statement_timestamp(), c.expires_at`), names)
 		if err != nil {
 			return err
 		}
@@ -135,7 +143,7 @@ func (s *Store) hold(ctx context.Context, id string, holds []eventstore.Hold, no
 			return err
 		}
 		if _, err := tx.Exec(ctx, s.sql(`
-			INSERT INTO {s}.budget_holds (execution_id, holds, since, note) VALUES ($1, $2, clock_timestamp(), $3)
+			INSERT INTO {s}.budget_holds (execution_id, holds, since, note) VALUES ($1, $2, statement_timestamp(), $3)
 			ON CONFLICT (execution_id) DO UPDATE SET holds = excluded.holds, since = excluded.since, note = excluded.note`),
 			id, encoded, nullable(note)); err != nil {
 			return err
@@ -212,6 +220,9 @@ func (s *Store) Settle(ctx context.Context, id string, spent map[string]int64) (
 	if s.isClosed.Load() {
 		return false, eventstore.ErrClosed
 	}
+	if !storable(id) {
+		return false, nil // it never held anything
+	}
 	settled, err := s.settle(ctx, id, spent)
 	if err != nil {
 		return false, s.fail(err, "settle budget of %s", id)
@@ -234,7 +245,7 @@ func (s *Store) settle(ctx context.Context, id string, spent map[string]int64) (
 		names[i] = h.Counter
 	}
 	rows, err := tx.Query(ctx, s.sql(`
-		SELECT name, value, expires_at > clock_timestamp(), expires_at FROM {s}.budget_counters
+		SELECT name, value, expires_at > statement_timestamp(), expires_at FROM {s}.budget_counters
 		WHERE name = ANY($1) ORDER BY name FOR UPDATE`), names)
 	if err != nil {
 		return false, err
@@ -285,11 +296,17 @@ func (s *Store) Counters(ctx context.Context, names []string) ([]int64, error) {
 		return nil, eventstore.ErrClosed
 	}
 	values := make([]int64, len(names))
-	if len(names) == 0 {
+	var asked []string // the names that can exist: the others count 0
+	for _, n := range names {
+		if storable(n) {
+			asked = append(asked, n)
+		}
+	}
+	if len(asked) == 0 {
 		return values, nil
 	}
 	rows, err := s.pool.Query(ctx, s.sql(`
-		SELECT name, value FROM {s}.budget_counters WHERE name = ANY($1) AND expires_at > clock_timestamp()`), names)
+		SELECT name, value FROM {s}.budget_counters WHERE name = ANY($1) AND expires_at > statement_timestamp()`), asked)
 	if err != nil {
 		return nil, s.fail(err, "read budget counters")
 	}

@@ -28,11 +28,17 @@ func (s *Store) Acquire(ctx context.Context, id, owner string, ttl time.Duration
 	if s.isClosed.Load() {
 		return eventstore.Lease{}, eventstore.ErrClosed
 	}
+	switch {
+	case !storable(owner):
+		return eventstore.Lease{}, unstorable("acquire lease of " + id)
+	case !storable(id):
+		return eventstore.Lease{}, notFound(id)
+	}
 	lease, err := scanLease(s.pool.QueryRow(ctx, s.sql(`
 		UPDATE {s}.executions e SET lease_owner = $2, lease_fence = lease_fence + 1,
-			lease_expires = clock_timestamp() + $3::interval
+			lease_expires = statement_timestamp() + $3::interval
 		WHERE e.id = $1 AND NOT e.terminal AND `+live+`
-			AND (e.lease_expires IS NULL OR e.lease_expires <= clock_timestamp())
+			AND (e.lease_expires IS NULL OR e.lease_expires <= statement_timestamp())
 		RETURNING e.lease_owner, e.lease_fence, e.lease_expires`), id, owner, interval(ttl)))
 	if err == nil {
 		return lease, nil
@@ -59,8 +65,11 @@ func (s *Store) Renew(ctx context.Context, id string, fence eventstore.Fence, tt
 	if s.isClosed.Load() {
 		return eventstore.Lease{}, eventstore.ErrClosed
 	}
+	if !storable(id) {
+		return eventstore.Lease{}, notFound(id)
+	}
 	lease, err := scanLease(s.pool.QueryRow(ctx, s.sql(`
-		UPDATE {s}.executions e SET lease_expires = clock_timestamp() + $3::interval
+		UPDATE {s}.executions e SET lease_expires = statement_timestamp() + $3::interval
 		WHERE e.id = $1 AND e.lease_fence = $2 AND NOT e.terminal AND `+live+`
 		RETURNING e.lease_owner, e.lease_fence, e.lease_expires`), id, int64(fence), interval(ttl)))
 	if err == nil {
@@ -89,10 +98,13 @@ func (s *Store) ReleaseLease(ctx context.Context, id string, fence eventstore.Fe
 	if s.isClosed.Load() {
 		return eventstore.ErrClosed
 	}
+	if !storable(id) {
+		return notFound(id)
+	}
 	tag, err := s.pool.Exec(ctx, s.sql(`
-		UPDATE {s}.executions e SET lease_expires = clock_timestamp()
+		UPDATE {s}.executions e SET lease_expires = statement_timestamp()
 		WHERE e.id = $1 AND e.lease_fence = $2 AND NOT e.terminal AND `+live+`
-			AND e.lease_expires > clock_timestamp()`), id, int64(fence))
+			AND e.lease_expires > statement_timestamp()`), id, int64(fence))
 	if err != nil {
 		return s.fail(err, "release lease of %s", id)
 	}
@@ -112,7 +124,7 @@ func (s *Store) Orphans(ctx context.Context, limit int) ([]string, error) {
 	}
 	rows, err := s.pool.Query(ctx, s.sql(`
 		SELECT id FROM {s}.executions
-		WHERE NOT terminal AND lease_fence > 0 AND lease_expires <= clock_timestamp()
+		WHERE NOT terminal AND lease_fence > 0 AND lease_expires <= statement_timestamp()
 		ORDER BY lease_expires, id LIMIT $1`), eventstore.OrphanLimit(limit))
 	if err != nil {
 		return nil, s.fail(err, "list orphans")
@@ -128,6 +140,9 @@ func (s *Store) Orphans(ctx context.Context, limit int) ([]string, error) {
 func (s *Store) SetRemote(ctx context.Context, id string, fence eventstore.Fence, handle json.RawMessage) error {
 	if s.isClosed.Load() {
 		return eventstore.ErrClosed
+	}
+	if !storable(id) {
+		return notFound(id)
 	}
 	tag, err := s.pool.Exec(ctx, s.sql(`
 		UPDATE {s}.executions e SET remote = $3

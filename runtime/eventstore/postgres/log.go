@@ -27,7 +27,7 @@ const chunkBytes = 1800
 const readPage = 512
 
 // live is the condition of an execution row that is not past its retention.
-const live = "(e.expires_at IS NULL OR e.expires_at > clock_timestamp())"
+const live = "(e.expires_at IS NULL OR e.expires_at > statement_timestamp())"
 
 // Create implements eventstore.Log: one transaction inserts the row, with its lease,
 // and marks the reservation it was created for.
@@ -37,6 +37,9 @@ func (s *Store) Create(ctx context.Context, rec eventstore.Record, owner string,
 	}
 	if s.isClosed.Load() {
 		return eventstore.Lease{}, eventstore.ErrClosed
+	}
+	if !storable(rec.ID, rec.IdempotencyKey, owner) {
+		return eventstore.Lease{}, unstorable("create execution")
 	}
 	for {
 		lease, retry, err := s.create(ctx, rec, owner, ttl)
@@ -71,7 +74,7 @@ func (s *Store) create(ctx context.Context, rec eventstore.Record, owner string,
 		INSERT INTO {s}.executions AS e (id, created_s, created_ns, info, idempotency_key, updated_s, updated_ns,
 			lease_owner, lease_fence, lease_expires)
 		VALUES ($1, $2, $3, $4, $5, $2, $3, $6, CASE WHEN $7::interval IS NULL THEN 0 ELSE 1 END,
-			clock_timestamp() + $7::interval)
+			statement_timestamp() + $7::interval)
 		ON CONFLICT (id) DO NOTHING
 		RETURNING e.lease_owner, e.lease_fence, e.lease_expires`),
 		rec.ID, sec, nsec, nullable(info), rec.IdempotencyKey, owner, leaseTTL)
@@ -81,7 +84,7 @@ func (s *Store) create(ctx context.Context, rec eventstore.Record, owner string,
 		if rec.IdempotencyKey != "" {
 			if _, err := tx.Exec(ctx, s.sql(`
 				UPDATE {s}.reservations SET created = true
-				WHERE key = $1 AND execution_id = $2 AND expires_at > clock_timestamp()`),
+				WHERE key = $1 AND execution_id = $2 AND expires_at > statement_timestamp()`),
 				rec.IdempotencyKey, rec.ID); err != nil {
 				return lease, false, s.fail(err, "create execution %s", rec.ID)
 			}
@@ -140,6 +143,9 @@ func (s *Store) Append(ctx context.Context, fence eventstore.Fence, ev protocol.
 		return eventstore.ErrClosed
 	}
 	id := ev.ExecutionID
+	if !storable(id) {
+		return notFound(id)
+	}
 	op, foldErr := decodeFold(&ev)
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
@@ -207,7 +213,7 @@ func (s *Store) Append(ctx context.Context, fence eventstore.Fence, ev protocol.
 		UPDATE {s}.executions SET last_seq = $2, updated_s = $3, updated_ns = $4, state = $5,
 			output = output OR $6, output_bytes = output_bytes + $7,
 			terminal = $8::interval IS NOT NULL,
-			expires_at = clock_timestamp() + $8::interval
+			expires_at = statement_timestamp() + $8::interval
 		WHERE id = $1`),
 		id, int64(ev.Sequence), sec, nsec, string(op.state), op.output, op.outBytes, retention)
 	s.queueFold(b, id, int64(ev.Sequence), &op, chunks, lastLen, idx)
@@ -320,6 +326,9 @@ func (s *Store) Get(ctx context.Context, id string) (eventstore.Status, error) {
 	if s.isClosed.Load() {
 		return eventstore.Status{}, eventstore.ErrClosed
 	}
+	if !storable(id) {
+		return eventstore.Status{}, notFound(id)
+	}
 	var (
 		st                eventstore.Status
 		cs, us, last      int64
@@ -369,6 +378,9 @@ func (s *Store) Get(ctx context.Context, id string) (eventstore.Status, error) {
 func (s *Store) Snapshot(ctx context.Context, id string) (protocol.Snapshot, error) {
 	if s.isClosed.Load() {
 		return protocol.Snapshot{}, eventstore.ErrClosed
+	}
+	if !storable(id) {
+		return protocol.Snapshot{}, notFound(id)
 	}
 	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
 	if err != nil {
@@ -510,6 +522,9 @@ func (s *Store) Read(ctx context.Context, id string, after uint64, limit int) ([
 	if s.isClosed.Load() {
 		return nil, eventstore.ErrClosed
 	}
+	if !storable(id) {
+		return nil, notFound(id)
+	}
 	var out []protocol.Event
 	for {
 		count := readPage
@@ -572,6 +587,9 @@ func (s *Store) readPage(ctx context.Context, id string, after uint64, count int
 func (s *Store) Remove(ctx context.Context, id string) error {
 	if s.isClosed.Load() {
 		return eventstore.ErrClosed
+	}
+	if !storable(id) {
+		return nil // never stored
 	}
 	tag, err := s.pool.Exec(ctx, s.sql(`
 		WITH gone AS (DELETE FROM {s}.executions WHERE id = $1 AND terminal RETURNING id)

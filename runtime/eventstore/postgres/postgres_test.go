@@ -307,3 +307,44 @@ func TestInvalidSchema(t *testing.T) {
 		}
 	}
 }
+
+// TestUnstorableStrings: ids, keys and names that a text column cannot hold (NUL,
+// invalid UTF-8), as a request path may carry them, are never found by a lookup and
+// refused with ErrInvalid by a write, never sent to fail on the server.
+func TestUnstorableStrings(t *testing.T) {
+	ctx := t.Context()
+	s := open(t, newSchema(t))
+	for _, bad := range []string{"exe_\x00", "exe_\xff"} {
+		if _, err := s.Get(ctx, bad); !errors.Is(err, eventstore.ErrNotFound) {
+			t.Errorf("Get(%q): %v, want ErrNotFound", bad, err)
+		}
+		if err := s.Wait(ctx, bad, 0); !errors.Is(err, eventstore.ErrNotFound) {
+			t.Errorf("Wait(%q): %v, want ErrNotFound", bad, err)
+		}
+		if err := s.RequestCancel(ctx, bad); !errors.Is(err, eventstore.ErrNotFound) {
+			t.Errorf("RequestCancel(%q): %v, want ErrNotFound", bad, err)
+		}
+		if _, err := s.Acquire(ctx, bad, "replica-a", time.Minute); !errors.Is(err, eventstore.ErrNotFound) {
+			t.Errorf("Acquire(%q): %v, want ErrNotFound", bad, err)
+		}
+		if err := s.Remove(ctx, bad); err != nil {
+			t.Errorf("Remove(%q): %v, want nil", bad, err)
+		}
+		if _, err := s.Create(ctx, eventstore.Record{ID: bad}, "", 0); !errors.Is(err, eventstore.ErrInvalid) {
+			t.Errorf("Create(%q): %v, want ErrInvalid", bad, err)
+		}
+		if _, _, err := s.Reserve(ctx, bad, eventstore.Reservation{ExecutionID: "exe_1"}, time.Minute, 0); !errors.Is(err, eventstore.ErrInvalid) {
+			t.Errorf("Reserve(%q): %v, want ErrInvalid", bad, err)
+		}
+		if _, err := s.Secret(ctx, bad, []byte("x"), time.Minute); !errors.Is(err, eventstore.ErrInvalid) {
+			t.Errorf("Secret(%q): %v, want ErrInvalid", bad, err)
+		}
+		hold := eventstore.Hold{Counter: bad, Unit: "cost", Amount: 1, Expires: time.Now().Add(time.Hour)}
+		if err := s.Hold(ctx, "exe_1", []eventstore.Hold{hold}, nil); !errors.Is(err, eventstore.ErrInvalid) {
+			t.Errorf("Hold on counter %q: %v, want ErrInvalid", bad, err)
+		}
+		if got, err := s.Counters(ctx, []string{bad}); err != nil || len(got) != 1 || got[0] != 0 {
+			t.Errorf("Counters(%q): %v, %v; want [0]", bad, got, err)
+		}
+	}
+}

@@ -35,6 +35,9 @@ func (s *Store) Reserve(ctx context.Context, key string, r eventstore.Reservatio
 	if s.isClosed.Load() {
 		return eventstore.Reservation{}, false, eventstore.ErrClosed
 	}
+	if !storable(key, r.Scope, r.Fingerprint, r.ExecutionID) {
+		return eventstore.Reservation{}, false, unstorable("reserve")
+	}
 	for {
 		got, reserved, err := s.reserve(ctx, key, r, ttl, limit)
 		var pgErr *pgconn.PgError
@@ -68,7 +71,7 @@ func (s *Store) reserve(ctx context.Context, key string, r eventstore.Reservatio
 	)
 	err = tx.QueryRow(ctx, s.sql(`
 		SELECT scope, fingerprint, execution_id, response, created_s, created_ns, created,
-			expires_at <= clock_timestamp()
+			expires_at <= statement_timestamp()
 		FROM {s}.reservations WHERE key = $1 FOR UPDATE`), key).Scan(
 		&cur.Scope, &cur.Fingerprint, &cur.ExecutionID, &cur.Response, &cs, &cns, &cur.Created, &expired)
 	switch {
@@ -90,8 +93,8 @@ func (s *Store) reserve(ctx context.Context, key string, r eventstore.Reservatio
 			earliest *int64 // µs until the earliest expiry
 		)
 		err := tx.QueryRow(ctx, s.sql(`
-			SELECT count(*), (extract(epoch FROM min(expires_at) - clock_timestamp()) * 1000000)::bigint
-			FROM {s}.reservations WHERE scope = $1 AND expires_at > clock_timestamp()`), r.Scope).Scan(&count, &earliest)
+			SELECT count(*), (extract(epoch FROM min(expires_at) - statement_timestamp()) * 1000000)::bigint
+			FROM {s}.reservations WHERE scope = $1 AND expires_at > statement_timestamp()`), r.Scope).Scan(&count, &earliest)
 		if err != nil {
 			return eventstore.Reservation{}, false, err
 		}
@@ -106,7 +109,7 @@ func (s *Store) reserve(ctx context.Context, key string, r eventstore.Reservatio
 	sec, nsec := splitTime(r.CreatedAt)
 	if _, err := tx.Exec(ctx, s.sql(`
 		INSERT INTO {s}.reservations (key, scope, fingerprint, execution_id, response, created_s, created_ns, expires_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, clock_timestamp() + $8::interval)`),
+		VALUES ($1, $2, $3, $4, $5, $6, $7, statement_timestamp() + $8::interval)`),
 		key, r.Scope, r.Fingerprint, r.ExecutionID, nullable(r.Response), sec, nsec, interval(ttl)); err != nil {
 		return eventstore.Reservation{}, false, err
 	}
@@ -124,6 +127,9 @@ func (s *Store) Release(ctx context.Context, key, executionID string) error {
 	if s.isClosed.Load() {
 		return eventstore.ErrClosed
 	}
+	if !storable(key, executionID) {
+		return nil // never stored
+	}
 	if _, err := s.pool.Exec(ctx, s.sql(`DELETE FROM {s}.reservations WHERE key = $1 AND execution_id = $2`), key, executionID); err != nil {
 		return s.fail(err, "release %s", key)
 	}
@@ -140,8 +146,11 @@ func (s *Store) Secret(ctx context.Context, name string, candidate []byte, ttl t
 	if s.isClosed.Load() {
 		return nil, eventstore.ErrClosed
 	}
+	if !storable(name) {
+		return nil, unstorable("secret")
+	}
 	var value []byte
-	err := s.pool.QueryRow(ctx, s.sql(`SELECT value FROM {s}.secrets WHERE name = $1 AND expires_at > clock_timestamp()`), name).Scan(&value)
+	err := s.pool.QueryRow(ctx, s.sql(`SELECT value FROM {s}.secrets WHERE name = $1 AND expires_at > statement_timestamp()`), name).Scan(&value)
 	if err == nil {
 		return value, nil
 	}
@@ -149,10 +158,10 @@ func (s *Store) Secret(ctx context.Context, name string, candidate []byte, ttl t
 		return nil, s.fail(err, "secret %s", name)
 	}
 	err = s.pool.QueryRow(ctx, s.sql(`
-		INSERT INTO {s}.secrets AS c (name, value, expires_at) VALUES ($1, $2, clock_timestamp() + $3::interval)
+		INSERT INTO {s}.secrets AS c (name, value, expires_at) VALUES ($1, $2, statement_timestamp() + $3::interval)
 		ON CONFLICT (name) DO UPDATE SET
-			value = CASE WHEN c.expires_at <= clock_timestamp() THEN excluded.value ELSE c.value END,
-			expires_at = CASE WHEN c.expires_at <= clock_timestamp() THEN excluded.expires_at ELSE c.expires_at END
+			value = CASE WHEN c.expires_at <= statement_timestamp() THEN excluded.value ELSE c.value END,
+			expires_at = CASE WHEN c.expires_at <= statement_timestamp() THEN excluded.expires_at ELSE c.expires_at END
 		RETURNING c.value`), name, candidate, interval(ttl)).Scan(&value)
 	if err != nil {
 		return nil, s.fail(err, "secret %s", name)

@@ -22,7 +22,7 @@
 // gap-free and two replicas never both write one execution. Lease changes are single
 // UPDATEs whose WHERE clause holds the check, which PostgreSQL re-evaluates on the
 // latest row version when it waited for a concurrent writer, so of racing Acquires
-// exactly one wins. Lease times are on the database's clock (clock_timestamp()), the
+// exactly one wins. Lease times are on the database's clock (statement_timestamp()), the
 // one clock every replica shares.
 //
 // # Expiry
@@ -50,6 +50,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -284,6 +285,23 @@ func (s *Store) fail(err error, format string, args ...any) error {
 // transaction did not commit.
 func rollback(tx pgx.Tx) {
 	_ = tx.Rollback(context.Background())
+}
+
+// storable reports whether s can be stored in a text column: PostgreSQL refuses NUL
+// and invalid UTF-8 there. No stored id, key or name is unstorable, so a lookup by one
+// finds nothing, and a write of one is refused with ErrInvalid.
+func storable(ss ...string) bool {
+	for _, s := range ss {
+		if !utf8.ValidString(s) || strings.IndexByte(s, 0) >= 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// unstorable is the ErrInvalid of a write naming a string storable refuses.
+func unstorable(op string) error {
+	return fmt.Errorf("%s: an id, key, owner or name holds NUL or invalid UTF-8: %w", op, eventstore.ErrInvalid)
 }
 
 func notFound(id string) error {

@@ -15,13 +15,13 @@ const sweepBatch = 500
 // their space.
 var sweeps = []struct{ what, sql string }{
 	{"executions", `DELETE FROM {s}.executions WHERE id IN (
-		SELECT id FROM {s}.executions WHERE expires_at <= clock_timestamp() LIMIT ` + sweepBatchText + `)`},
+		SELECT id FROM {s}.executions WHERE expires_at <= statement_timestamp() LIMIT ` + sweepBatchText + `)`},
 	{"reservations", `DELETE FROM {s}.reservations WHERE key IN (
-		SELECT key FROM {s}.reservations WHERE expires_at <= clock_timestamp() LIMIT ` + sweepBatchText + `)`},
+		SELECT key FROM {s}.reservations WHERE expires_at <= statement_timestamp() LIMIT ` + sweepBatchText + `)`},
 	{"secrets", `DELETE FROM {s}.secrets WHERE name IN (
-		SELECT name FROM {s}.secrets WHERE expires_at <= clock_timestamp() LIMIT ` + sweepBatchText + `)`},
+		SELECT name FROM {s}.secrets WHERE expires_at <= statement_timestamp() LIMIT ` + sweepBatchText + `)`},
 	{"budget counters", `DELETE FROM {s}.budget_counters WHERE name IN (
-		SELECT name FROM {s}.budget_counters WHERE expires_at <= clock_timestamp() LIMIT ` + sweepBatchText + `)`},
+		SELECT name FROM {s}.budget_counters WHERE expires_at <= statement_timestamp() LIMIT ` + sweepBatchText + `)`},
 }
 
 const sweepBatchText = "500" // sweepBatch, in the queries

@@ -186,6 +186,9 @@ func (s *Store) RequestCancel(ctx context.Context, id string) error {
 	if s.isClosed.Load() {
 		return eventstore.ErrClosed
 	}
+	if !storable(id) {
+		return notFound(id)
+	}
 	tag, err := s.pool.Exec(ctx, s.sql(`
 		WITH c AS (UPDATE {s}.executions e SET cancel_requested = true
 			WHERE e.id = $1 AND NOT e.terminal AND `+live+` RETURNING e.id)
@@ -236,6 +239,9 @@ func (s *Store) WaitCancel(ctx context.Context, id string) error {
 // connection or a database restarting for a moment never ends a wait: block returns
 // only check's answer, ctx.Err() or ErrClosed.
 func (s *Store) block(ctx context.Context, id string, check func(context.Context) (bool, error)) error {
+	if !storable(id) {
+		return notFound(id)
+	}
 	s.hub.join(id)
 	defer s.hub.leave(id)
 	var timer *time.Timer
