@@ -5,10 +5,10 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
-	"fmt"
 	"net"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -48,9 +48,15 @@ func newPool(tb testing.TB, addr string) *pgxpool.Pool {
 	}
 	cfg.MaxConns = poolConns
 	if addr != "" {
-		host, port, _ := net.SplitHostPort(addr)
-		cfg.ConnConfig.Host = host
-		fmt.Sscan(port, &cfg.ConnConfig.Port)
+		host, port, err := net.SplitHostPort(addr)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		p, err := strconv.ParseUint(port, 10, 16)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		cfg.ConnConfig.Host, cfg.ConnConfig.Port = host, uint16(p)
 		cfg.ConnConfig.Fallbacks = nil
 		cfg.ConnConfig.ConnectTimeout = 2 * time.Second
 	}
