@@ -47,6 +47,7 @@ import (
 	"github.com/switchboard-dev/switchboard/runtime/engine"
 	"github.com/switchboard-dev/switchboard/runtime/eventstore"
 	"github.com/switchboard-dev/switchboard/runtime/eventstore/memory"
+	postgresstore "github.com/switchboard-dev/switchboard/runtime/eventstore/postgres"
 	redisstore "github.com/switchboard-dev/switchboard/runtime/eventstore/redis"
 	"github.com/switchboard-dev/switchboard/runtime/eventstore/redisconn"
 	"github.com/switchboard-dev/switchboard/runtime/httpapi"
@@ -89,6 +90,7 @@ type options struct {
 	maxConcurrent   int
 	eventStore      string
 	redis           redisconn.Config
+	postgres        postgresstore.URLConfig
 	redisWait       int
 	retention       time.Duration
 	authMode        string
@@ -137,10 +139,11 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.DurationVar(&o.sseWriteTimeout, "sse-write-timeout", httpapi.DefaultSSEWriteTimeout, "Deadline of each event-stream write; a stalled reader is dropped.")
 	fs.DurationVar(&o.cleanupGrace, "cleanup-grace", 10*time.Second, "Longest wait for an adapter's remote cleanup after cancellation or deadline.")
 	fs.DurationVar(&o.executionLease, "execution-lease", engine.DefaultLease, "Lease of the replica running an execution, renewed every third of it; when a replica stops renewing, another one ends or adopts its executions after this long.")
-	fs.DurationVar(&o.shutdownGrace, "shutdown-grace", 30*time.Second, "On SIGTERM, how long running executions may go on before they are handed over to other replicas (redis) or ended (memory).")
+	fs.DurationVar(&o.shutdownGrace, "shutdown-grace", 30*time.Second, "On SIGTERM, how long running executions may go on before they are handed over to other replicas (redis, postgres) or ended (memory).")
 	fs.IntVar(&o.maxConcurrent, "max-concurrent-executions", 256, "Executions running at once on this replica; more are refused with rate_limited.")
-	fs.StringVar(&o.eventStore, "event-store", "memory", "EventStore implementation: memory (one replica, lost on restart) or redis (several replicas, restarts).")
+	fs.StringVar(&o.eventStore, "event-store", "memory", "EventStore implementation: memory (one replica, lost on restart), redis (several replicas, restarts) or postgres (several replicas, durable: nothing acknowledged is lost).")
 	o.redis.RegisterFlags(fs)
+	o.postgres.RegisterFlags(fs)
 	fs.IntVar(&o.redisWait, "redis-wait-replicas", 0, "With --event-store=redis: after every terminal event, wait (Redis WAIT) until this many Redis replicas have it, narrowing what a failover can lose (spec/redis.md).")
 	fs.StringVar(&o.authMode, "auth", "", "How callers are identified: none, kubernetes (TokenReview and RBAC) or static (--auth-tokens-file). Default: kubernetes in cluster mode, none standalone.")
 	fs.StringVar(&o.authAudiences, "auth-audiences", "switchboard", "Comma-separated audiences a caller's token must be issued for (--auth=kubernetes).")
@@ -161,7 +164,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.metricsCertName, "metrics-cert-name", "tls.crt", "The certificate's file name in --metrics-cert-path.")
 	fs.StringVar(&o.metricsCertKey, "metrics-cert-key", "tls.key", "The private key's file name in --metrics-cert-path.")
 	fs.StringVar(&o.otelEndpoint, "otel-endpoint", "", "Base URL of the OTLP endpoint to export traces to, e.g. http://otel-collector:4318 (spans go to its /v1/traces); default: $OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or $OTEL_EXPORTER_OTLP_ENDPOINT; none of them: tracing is off.")
-	fs.DurationVar(&o.retention, "retention", 0, "How long terminal executions are kept (default 1h for memory, 24h for redis).")
+	fs.DurationVar(&o.retention, "retention", 0, "How long terminal executions are kept (default 1h for memory, 24h for redis and postgres).")
 	fs.BoolVar(&o.allowLoopback, "allow-loopback-endpoints", false, "Let provider endpoints and token endpoints resolve to loopback (127.0.0.0/8, ::1). Default: true in standalone mode (--manifests), false in cluster mode. Link-local, cloud metadata, multicast and unspecified addresses are never dialled (spec/modeldeployments.md).")
 	o.zap.BindFlags(fs)
 	fs.BoolVar(&o.version, "version", false, "Print the version, commit, build date and Go version, and exit.")
@@ -320,9 +323,9 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		MaxReservations: o.maxReservations,
 		Replica:         replicaName(),
 		Lease:           o.executionLease,
-		// Replicas share a Redis store: the executions a stopping replica still runs
-		// are handed over to the others. The memory store has no others.
-		HandOver:  o.eventStore == "redis",
+		// Replicas share a Redis or PostgreSQL store: the executions a stopping replica
+		// still runs are handed over to the others. The memory store has no others.
+		HandOver:  o.eventStore != "memory",
 		Logger:    log.WithName("engine"),
 		Observer:  metrics.Engine(),
 		Tracer:    tracer,
@@ -388,7 +391,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		certs = append(certs, w)
 	}
 
-	ready := readiness{holder: holder, draining: &draining}
+	ready := readiness{holder: holder, draining: &draining, store: store.pinger}
 	registry := routing.NewRegistry(holder, routing.OnPublish(metrics.TablePublished))
 	budgetOpts := controllers.BudgetOptions{Holder: budgets, Table: holder, Store: store.Budgets, Metrics: metrics}
 	if o.manifests != "" {
@@ -512,6 +515,9 @@ type eventStore struct {
 	// announcer is the store when its wake-ups carry the events they announce (Redis);
 	// nil otherwise.
 	announcer eventstore.Announcer
+	// pinger checks that the store's backend answers, for /readyz (PostgreSQL: while
+	// the database is unreachable the replica is not ready); nil for none.
+	pinger interface{ Ping(context.Context) error }
 }
 
 // budgetStore is the store as the Budget enforcer uses it.
@@ -539,6 +545,7 @@ func (s eventStore) timed(timer eventstore.Timer) eventStore {
 		Secrets:      eventstore.InstrumentSecrets(s.Secrets, timer),
 		Budgets:      eventstore.InstrumentBudgets(s.Budgets, timer),
 		announcer:    s.announcer, // never timed: it never calls the backend
+		pinger:       s.pinger,
 	}
 }
 
@@ -578,8 +585,27 @@ func openStore(ctx context.Context, o *options, log logr.Logger) (eventStore, fu
 		}
 		roles := eventStore{Log: s, Reservations: s, Cancels: s, Leases: s, Secrets: s, Budgets: s, announcer: s}
 		return roles, func() { _ = s.Close(); _ = client.Close() }, nil
+	case "postgres":
+		url, source, err := o.postgres.Resolve(nil)
+		if err != nil {
+			return eventStore{}, nil, fmt.Errorf("--event-store=postgres: %w", err)
+		}
+		log.Info("Connecting to PostgreSQL", "source", source)
+		var opts []postgresstore.Option
+		if o.retention > 0 {
+			opts = append(opts, postgresstore.WithRetention(o.retention))
+		}
+		// A short outage (a restart) delays a running execution's events and loses
+		// none: appends are retried within the execution's lease (spec/postgres.md).
+		opts = append(opts, postgresstore.WithRetryFor(o.executionLease))
+		s, err := postgresstore.Open(ctx, url, opts...)
+		if err != nil {
+			return eventStore{}, nil, fmt.Errorf("open postgres event store: %w", err)
+		}
+		roles := eventStore{Log: s, Reservations: s, Cancels: s, Leases: s, Secrets: s, Budgets: s, pinger: s}
+		return roles, func() { _ = s.Close() }, nil
 	}
-	return eventStore{}, nil, fmt.Errorf("--event-store: unknown store %q (want memory or redis)", o.eventStore)
+	return eventStore{}, nil, fmt.Errorf("--event-store: unknown store %q (want memory, redis or postgres)", o.eventStore)
 }
 
 // runInCluster runs the controller manager; the runtime's HTTP server is one of its
@@ -651,6 +677,9 @@ func runInCluster(ctx context.Context, o *options, cfg *rest.Config, registry *r
 	if err := mgr.AddReadyzCheck("not-draining", ready.notDraining); err != nil {
 		return err
 	}
+	if err := mgr.AddReadyzCheck("event-store", ready.storeReachable); err != nil {
+		return err
+	}
 	for _, w := range certs {
 		if err := mgr.Add(w); err != nil {
 			return err
@@ -683,6 +712,7 @@ func runStandalone(ctx context.Context, o *options, registry *routing.Registry, 
 	probes.Handle("/readyz", http.StripPrefix("/readyz", &healthz.Handler{Checks: map[string]healthz.Checker{
 		"routing-table": ready.tableSynced,
 		"not-draining":  ready.notDraining,
+		"event-store":   ready.storeReachable,
 	}}))
 	servers := []*http.Server{api, newHTTPServer(o, o.probeAddr, probes)}
 	if o.metricsAddr != "0" {
@@ -781,6 +811,22 @@ var _ manager.LeaderElectionRunnable = httpRunnable{}
 type readiness struct {
 	holder   *routing.Holder
 	draining *atomic.Bool
+	// store pings the EventStore's backend; nil when it has none to ping.
+	store interface{ Ping(context.Context) error }
+}
+
+// storeReachable is unready while the EventStore's database cannot be reached
+// (spec/postgres.md, "Outages"): new executions would be refused with 503.
+func (r readiness) storeReachable(req *http.Request) error {
+	if r.store == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(req.Context(), 2*time.Second)
+	defer cancel()
+	if err := r.store.Ping(ctx); err != nil {
+		return errors.New("event store unreachable")
+	}
+	return nil
 }
 
 // tableSynced is ready only once the first complete routing table is published.

@@ -394,7 +394,7 @@ func (e *Engine) create(ctx context.Context, id string, createdAt time.Time, req
 	lease, err := e.store.Create(ctx, rec, e.replica, e.lease)
 	if err != nil {
 		log.Error(err, "Cannot create execution")
-		return Accepted{}, nil, errInternal()
+		return Accepted{}, nil, storeError(err)
 	}
 	x := &execution{
 		id:         id,
@@ -415,7 +415,7 @@ func (e *Engine) create(ctx context.Context, id string, createdAt time.Time, req
 	accepted := protocol.AcceptedData{Ability: req.Ability, DeadlineAt: acc.DeadlineAt}
 	if err := x.w.appendRetry(protocol.EventAccepted, accepted, createdAt, retryPolicy{tries: acceptedTries}, log); err != nil {
 		log.Error(err, "Cannot record execution.accepted; the execution will not run")
-		return Accepted{}, nil, errInternal()
+		return Accepted{}, nil, storeError(err)
 	}
 	return acc, x, nil
 }

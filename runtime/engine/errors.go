@@ -6,6 +6,8 @@ import (
 
 	"github.com/go-logr/logr"
 
+	"github.com/switchboard-dev/switchboard/runtime/eventstore"
+
 	"github.com/switchboard-dev/switchboard/runtime/protocol"
 )
 
@@ -41,6 +43,16 @@ func admissionError(err error, log logr.Logger, id string) *protocol.Error {
 		return pe.Clone()
 	}
 	log.Error(err, "Admission failed with an unmapped error", "execution", id)
+	return errInternal()
+}
+
+// storeError is Submit's answer when the store failed before the execution existed:
+// provider_unavailable (503, retryable) when its backend cannot be reached now
+// (eventstore.ErrUnavailable: a database restarting), internal otherwise.
+func storeError(err error) *protocol.Error {
+	if errors.Is(err, eventstore.ErrUnavailable) {
+		return protocol.NewError(protocol.CodeProviderUnavailable, "the event store cannot be reached; retry later")
+	}
 	return errInternal()
 }
 

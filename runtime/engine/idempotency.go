@@ -159,7 +159,7 @@ func (e *Engine) reserve(ctx context.Context, key string, mine eventstore.Reserv
 		}
 		if err != nil {
 			e.log.Error(err, "Cannot reserve an idempotency key", "execution", mine.ExecutionID)
-			return Accepted{}, false, errInternal()
+			return Accepted{}, false, storeError(err)
 		}
 		if reserved || cur.ExecutionID == mine.ExecutionID {
 			return Accepted{}, false, nil

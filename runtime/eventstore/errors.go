@@ -33,6 +33,11 @@ var (
 	ErrLeaseLost = errors.New("eventstore: lease lost")
 	// ErrClosed: the store was closed.
 	ErrClosed = errors.New("eventstore: store closed")
+	// ErrUnavailable: the store's backend cannot be reached now (a database restarting,
+	// a connection refused); the same call may succeed later. Stores that know it wrap
+	// their connection failures with it, so that the runtime answers 503 and retries
+	// rather than failing for good.
+	ErrUnavailable = errors.New("eventstore: backend unavailable")
 )
 
 // ReservationLimitError is Reserve's error when the reservation's scope holds its limit

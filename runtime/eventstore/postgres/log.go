@@ -139,6 +139,33 @@ func (s *Store) Append(ctx context.Context, fence eventstore.Fence, ev protocol.
 	if err := eventstore.CheckAppend(&ev); err != nil {
 		return err
 	}
+	err := s.appendOnce(ctx, fence, ev)
+	if s.retryFor <= 0 || !errors.Is(err, eventstore.ErrUnavailable) {
+		return err
+	}
+	// WithRetryFor: the database cannot be reached; try again until it can, the time
+	// runs out or ctx ends. A commit whose answer was lost is found again as a repeat.
+	until := time.Now().Add(s.retryFor)
+	pause := retryBackoff
+	for errors.Is(err, eventstore.ErrUnavailable) && time.Now().Add(pause).Before(until) {
+		t := time.NewTimer(pause)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-s.closed:
+			t.Stop()
+			return eventstore.ErrClosed
+		case <-t.C:
+		}
+		pause = min(2*pause, time.Second)
+		err = s.appendOnce(ctx, fence, ev)
+	}
+	return err
+}
+
+// appendOnce is one try of Append, whose arguments are checked.
+func (s *Store) appendOnce(ctx context.Context, fence eventstore.Fence, ev protocol.Event) error {
 	if s.isClosed.Load() {
 		return eventstore.ErrClosed
 	}

@@ -79,6 +79,7 @@ const (
 type Option func(*config)
 
 type config struct {
+	retryFor      time.Duration
 	retention     time.Duration
 	schema        string
 	sweepInterval time.Duration
@@ -106,6 +107,15 @@ func WithSweepInterval(d time.Duration) Option {
 	return func(c *config) { c.sweepInterval, c.sweepSet = max(d, 0), true }
 }
 
+// WithRetryFor makes Append try again, for up to d, when the database cannot be reached
+// (eventstore.ErrUnavailable), with pauses from 50 ms growing to 1 s: a short outage
+// (a restart) then delays a running execution's events and loses none. A retry is safe:
+// an append whose commit was acknowledged but whose answer was lost is a repeat of the
+// recorded event, which succeeds and stores nothing. 0 (the default) tries once.
+func WithRetryFor(d time.Duration) Option {
+	return func(c *config) { c.retryFor = max(d, 0) }
+}
+
 // schemaName is what WithSchema accepts: quoting is then never needed.
 var schemaName = regexp.MustCompile(`^[a-z][a-z0-9_]{0,39}$`)
 
@@ -117,6 +127,7 @@ type Store struct {
 	schema    string
 	channel   string // the LISTEN/NOTIFY channel
 	retention time.Duration
+	retryFor  time.Duration
 	queries   sync.Map // template → query with the schema filled in
 
 	hub *hub
@@ -180,6 +191,7 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*Store, error
 		schema:    c.schema,
 		channel:   c.schema + "_events",
 		retention: c.retention,
+		retryFor:  c.retryFor,
 		closed:    make(chan struct{}),
 	}
 	if err := s.migrate(ctx); err != nil {
@@ -252,6 +264,40 @@ func (e *Error) Error() string {
 // Unwrap returns the context error the failure was, if any.
 func (e *Error) Unwrap() error { return e.err }
 
+// Is reports eventstore.ErrUnavailable for a failure to reach the database: a
+// connection refused or lost, or a server that is starting or shutting down (SQLSTATE
+// class 08 and 57P01..57P03). A retry of the same call may succeed.
+func (e *Error) Is(target error) bool {
+	if target != eventstore.ErrUnavailable {
+		return false
+	}
+	switch {
+	case e.Kind == kindConnectFailed, e.Kind == kindConnectionLost:
+		return true
+	case strings.HasPrefix(e.Code, "08"), e.Code == "57P01", e.Code == "57P02", e.Code == "57P03":
+		return true
+	}
+	return false
+}
+
+// Kinds of Error that are failures to reach the database.
+const (
+	kindConnectFailed  = "connection failed"
+	kindConnectionLost = "connection lost"
+)
+
+// Ping reports whether the database answers: the replica's readiness while it does not
+// (spec/postgres.md, "Outages").
+func (s *Store) Ping(ctx context.Context) error {
+	if s.isClosed.Load() {
+		return eventstore.ErrClosed
+	}
+	if err := s.pool.Ping(ctx); err != nil {
+		return dbError("ping postgres", err)
+	}
+	return nil
+}
+
 // dbError makes err, a failure of the database or the connection, an *Error for op.
 func dbError(op string, err error) error {
 	var pgErr *pgconn.PgError
@@ -266,11 +312,11 @@ func dbError(op string, err error) error {
 	case errors.As(err, &pgErr):
 		return &Error{Op: op, Kind: "server error", Code: pgErr.Code}
 	case errors.As(err, &connErr):
-		return &Error{Op: op, Kind: "connection failed"}
+		return &Error{Op: op, Kind: kindConnectFailed}
 	case errors.Is(err, pgx.ErrTxClosed), errors.Is(err, pgx.ErrNoRows):
 		return &Error{Op: op, Kind: "unexpected database state"}
 	}
-	return &Error{Op: op, Kind: "connection lost"}
+	return &Error{Op: op, Kind: kindConnectionLost}
 }
 
 // fail reports err of op, or ErrClosed once the Store is closed.

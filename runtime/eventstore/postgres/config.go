@@ -1,0 +1,66 @@
+package postgres
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+)
+
+// EnvURL is the environment variable that may hold the PostgreSQL URL, so that a
+// password never shows in a process listing.
+const EnvURL = "SWITCHBOARD_POSTGRES_URL"
+
+// URLConfig is where the runtime reads the database's URL from (spec/postgres.md,
+// "Connecting"): --postgres-url, --postgres-url-file or $SWITCHBOARD_POSTGRES_URL, as
+// for Redis. A libpq URL (postgres://user:password@host:port/db?sslmode=…) or key/value
+// DSN; TLS as its sslmode says, libpq's default (prefer) when it says nothing.
+type URLConfig struct {
+	// URL is --postgres-url. A password here shows in process listings.
+	URL string
+	// URLFile is --postgres-url-file: a file holding the URL, such as a mounted Secret;
+	// surrounding whitespace is ignored.
+	URLFile string
+}
+
+// RegisterFlags registers c's flags on fs.
+func (c *URLConfig) RegisterFlags(fs *flag.FlagSet) {
+	fs.StringVar(&c.URL, "postgres-url", c.URL,
+		"PostgreSQL URL or key/value DSN for --event-store=postgres (TLS per its sslmode). "+
+			"A password given here shows in process listings: prefer --postgres-url-file or $"+EnvURL+".")
+	fs.StringVar(&c.URLFile, "postgres-url-file", c.URLFile,
+		"File holding the PostgreSQL URL (surrounding whitespace ignored), e.g. a mounted Secret. Not together with --postgres-url.")
+}
+
+// Resolve returns the URL and the name of its source ("--postgres-url", …), reading
+// the environment through getenv (nil: os.Getenv). Its errors name the source, never
+// the URL.
+func (c *URLConfig) Resolve(getenv func(string) string) (url, source string, err error) {
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	switch {
+	case c.URL != "" && c.URLFile != "":
+		return "", "", errors.New("both --postgres-url and --postgres-url-file are set: give the PostgreSQL URL one way")
+	case c.URL != "":
+		return strings.TrimSpace(c.URL), "--postgres-url", nil
+	case c.URLFile != "":
+		b, err := os.ReadFile(c.URLFile)
+		if err != nil {
+			var perr *os.PathError
+			if errors.As(err, &perr) {
+				err = perr.Err
+			}
+			return "", "", fmt.Errorf("--postgres-url-file %s: %w", c.URLFile, err)
+		}
+		if u := strings.TrimSpace(string(b)); u != "" {
+			return u, "--postgres-url-file " + c.URLFile, nil
+		}
+		return "", "", fmt.Errorf("--postgres-url-file %s: the file is empty", c.URLFile)
+	}
+	if u := strings.TrimSpace(getenv(EnvURL)); u != "" {
+		return u, "$" + EnvURL, nil
+	}
+	return "", "", errors.New("no PostgreSQL URL: set --postgres-url-file, $" + EnvURL + " or --postgres-url")
+}
