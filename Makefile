@@ -171,6 +171,10 @@ BENCH_FLAGS ?=
 # redis run. Nothing is flushed; the runtime's keys expire after the benchmark's -retention
 # (10m), the bench Budget's counters after their month.
 BENCH_REDIS_URL ?= redis://127.0.0.1:6379/15
+# BENCH_POSTGRES_URL is the PostgreSQL of bench-throughput's postgres EventStore. Its database
+# must be named sb_bench…: the bench drops and creates it around the round, and skips the round
+# (saying so) when no server answers.
+BENCH_POSTGRES_URL ?= postgres://postgres@127.0.0.1:5432/sb_bench
 # BENCH_BUDGET=false leaves bench-overhead's native+budget side out (a binary without
 # Budgets, given in BENCH_FLAGS); BENCH_OVERHEAD_REDIS=false skips its redis run.
 BENCH_BUDGET ?= true
@@ -195,8 +199,8 @@ bench-fanout: ## One execution's events streamed to 1, 100 and 1000 subscribers:
 	go run ./hack/bench fanout $(BENCH_FLAGS)
 
 .PHONY: bench-throughput
-bench-throughput: ## Executions per second accepted and completed: the baseline relay, then the memory and redis EventStores.
-	go run ./hack/bench throughput -redis-url $(BENCH_REDIS_URL) $(BENCH_FLAGS)
+bench-throughput: ## Executions per second accepted and completed, CPU per execution of the runtime and the store's server: the baseline relay, then the memory, redis and postgres EventStores.
+	go run ./hack/bench throughput -redis-url $(BENCH_REDIS_URL) -postgres-url $(BENCH_POSTGRES_URL) $(BENCH_FLAGS)
 
 .PHONY: bench-e2e
 bench-e2e: ## Run bench-overhead, bench-fanout and bench-throughput, one after the other.

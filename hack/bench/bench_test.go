@@ -15,6 +15,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // Each subcommand runs in a tiny mode against binaries built once, so that the
@@ -50,6 +52,15 @@ func redisURL() string {
 		return u
 	}
 	return "redis://127.0.0.1:6379/15"
+}
+
+// postgresURL is the PostgreSQL of the throughput test: $BENCH_POSTGRES_URL, else a
+// bench database of its own on the local server (make bench-throughput uses sb_bench).
+func postgresURL() string {
+	if u := os.Getenv("BENCH_POSTGRES_URL"); u != "" {
+		return u
+	}
+	return "postgres://postgres@127.0.0.1:5432/sb_bench_test"
 }
 
 // startPeer starts the relay as a gateway the overhead benchmark measures as a -peer,
@@ -92,6 +103,7 @@ func TestSubcommands(t *testing.T) {
 		name string
 		args []string
 		rows []string // patterns, each matching one line of stdout
+		none []string // patterns no line may match
 	}{{
 		name: "overhead",
 		args: []string{"overhead", "-c", "1,4", "-n", "20", "-batch", "10", "-warmup", "2", "-provider-addr", provider,
@@ -130,11 +142,22 @@ func TestSubcommands(t *testing.T) {
 		rows: []string{`^1 +relay +54 +54 +[0-9.]+ `, `^1 +runtime +54 +54 +[0-9.]+ `, `^10 +relay +54 +540 +[0-9.]+ `, `^10 +runtime +54 +540 +[0-9.]+ `},
 	}, {
 		name: "throughput",
-		args: []string{"throughput", "-c", "4", "-warmup", "100ms", "-duration", "300ms", "-redis-url", redisURL()},
+		args: []string{"throughput", "-c", "4", "-warmup", "100ms", "-duration", "300ms", "-redis-url", redisURL(),
+			"-postgres-url", postgresURL()},
 		rows: []string{
-			`^relay +4 +[1-9][0-9]* +[1-9][0-9]* `, `^memory +4 +[1-9][0-9]* +[1-9][0-9]* `, `^redis +4 +[1-9][0-9]* +[1-9][0-9]* `,
-			`^memory +[0-9.]+x +[0-9.]+x +[0-9.]+x +[0-9.]+x$`, `^redis +[0-9.]+x +[0-9.]+x +[0-9.]+x +[0-9.]+x$`,
+			`^relay +4 +[1-9][0-9]* +[1-9][0-9]* +(?:\S+ +){5}n/a `, `^memory +4 +[1-9][0-9]* +[1-9][0-9]* +(?:\S+ +){5}n/a `,
+			// Redis and PostgreSQL run on this machine: their servers' CPU is measured.
+			`^redis +4 +[1-9][0-9]* +[1-9][0-9]* +(?:\S+ +){5}[0-9.]+ `, `^postgres +4 +[1-9][0-9]* +[1-9][0-9]* +(?:\S+ +){5}[0-9.]+ `,
+			`^memory +[0-9.]+x +[0-9.]+x +[0-9.]+x +[0-9.]+x +[0-9.]+x$`, `^redis +[0-9.]+x +[0-9.]+x +[0-9.]+x +[0-9.]+x +[0-9.]+x$`,
+			`^postgres +[0-9.]+x +[0-9.]+x +[0-9.]+x +[0-9.]+x +[0-9.]+x$`,
 		},
+	}, {
+		// No PostgreSQL answers: the round is skipped, saying so.
+		name: "throughput-no-postgres",
+		args: []string{"throughput", "-c", "1", "-warmup", "0s", "-duration", "100ms", "-baseline=false", "-stores", "postgres",
+			"-postgres-url", "postgres://postgres@" + unusedAddr(t) + "/sb_bench_none"},
+		rows: []string{`^  postgres: skipped: no PostgreSQL answers at 127\.0\.0\.1:[0-9]+$`, `^store +submitters `},
+		none: []string{`^postgres `},
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -152,6 +175,11 @@ func TestSubcommands(t *testing.T) {
 			for _, row := range rows {
 				if !regexp.MustCompile("(?m)" + row).Match(stdout.Bytes()) {
 					t.Errorf("no line matches %q in:\n%s", row, stdout.String())
+				}
+			}
+			for _, row := range tt.none {
+				if regexp.MustCompile("(?m)" + row).Match(stdout.Bytes()) {
+					t.Errorf("a line matches %q in:\n%s", row, stdout.String())
 				}
 			}
 		})
@@ -214,6 +242,19 @@ func TestUsage(t *testing.T) {
 	if err := run(context.Background(), []string{"throughput", "-stores", "etcd"}, &out, &out); err == nil {
 		t.Error("an unknown EventStore was accepted")
 	}
+	for _, url := range []string{
+		"postgres://postgres@127.0.0.1:5432/app",       // would be dropped
+		"postgres://postgres@127.0.0.1:5432/sb_bench;", // needs quoting
+		"postgres://postgres:secret@127.0.0.1:5432/",   // no database
+		"postgres://postgres:secret@[::1/sb_bench",     // not a URL
+	} {
+		err := run(context.Background(), []string{"throughput", "-postgres-url", url}, &out, &out)
+		if err == nil {
+			t.Errorf("throughput -postgres-url %q was accepted", url)
+		} else if strings.Contains(err.Error(), "secret") {
+			t.Errorf("throughput -postgres-url %q: the error shows the password: %v", url, err)
+		}
+	}
 	for _, args := range [][]string{
 		{"-front-door", "maybe"},
 		{"-event-store", "etcd"},
@@ -229,5 +270,115 @@ func TestUsage(t *testing.T) {
 		if err := run(context.Background(), append([]string{"overhead"}, args...), &out, &out); err == nil {
 			t.Errorf("overhead %q was accepted", args)
 		}
+	}
+}
+
+// unusedAddr is a loopback address where nothing listens (a moment ago).
+func unusedAddr(t *testing.T) string {
+	t.Helper()
+	a, err := freeAddr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+func TestPGTitle(t *testing.T) {
+	for _, tt := range []struct {
+		cmdline, cluster, db string
+		client               bool
+	}{
+		{"postgres: 15/main: postgres sb_bench 127.0.0.1(35518) idle", "15/main", "sb_bench", true},
+		{"postgres: 15/main: app test [local] SELECT", "15/main", "test", true},
+		{"postgres: alice orders ::1(5000) idle in transaction", "", "orders", true},
+		{"postgres: 15/main: checkpointer ", "15/main", "", false},
+		{"postgres: 15/main: logical replication launcher ", "15/main", "", false},
+		{"postgres: 15/main: autovacuum worker sb_bench", "15/main", "", false},
+		{"/usr/lib/postgresql/15/bin/postgres\x00-D\x00/var/lib/postgresql/15/main\x00", "15/main", "", false},
+	} {
+		db, client := pgTitle(tt.cmdline, tt.cluster)
+		if db != tt.db || client != tt.client {
+			t.Errorf("pgTitle(%q, %q) = %q, %v; want %q, %v", tt.cmdline, tt.cluster, db, client, tt.db, tt.client)
+		}
+	}
+}
+
+// TestPGServerMeter checks on the local PostgreSQL that the meter counts the CPU time
+// of the bench database's backends, those that end in the window included, and leaves
+// out the backends of other databases.
+func TestPGServerMeter(t *testing.T) {
+	ctx := context.Background()
+	cfg, err := parsePostgresURL(strings.Replace(postgresURL(), "sb_bench_test", "sb_bench_meter", 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pg, why, err := openPGBench(ctx, cfg)
+	if err != nil || pg == nil {
+		t.Fatalf("postgres: %v %s", err, why)
+	}
+	defer pg.close()
+	if err := pg.recreate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := pg.drop(ctx); err != nil {
+			t.Error(err)
+		}
+	}()
+	m, why, err := pgServerMeter(ctx, pg.admin, pg.database)
+	if err != nil || m == nil {
+		t.Fatalf("meter: %v %s", err, why)
+	}
+	bench, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var benchPID, adminPID int
+	if err := bench.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&benchPID); err != nil {
+		t.Fatal(err)
+	}
+	if err := pg.admin.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&adminPID); err != nil {
+		t.Fatal(err)
+	}
+	busy := func(c *pgx.Conn) {
+		t.Helper()
+		if _, err := c.Exec(ctx, `SELECT count(*) FROM generate_series(1, 3000000)`); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := m.start(); err != nil {
+		t.Fatal(err)
+	}
+	busy(pg.admin) // the "postgres" database: not counted
+	if err := m.poll(); err != nil {
+		t.Fatal(err)
+	}
+	if other := m.used(); other > 50*time.Millisecond {
+		t.Errorf("%v counted while only another database's backend worked", other)
+	}
+	busy(bench)
+	if err := m.poll(); err != nil {
+		t.Fatal(err)
+	}
+	if err := bench.Close(ctx); err != nil { // the backend ends
+		t.Fatal(err)
+	}
+	if err := m.poll(); err != nil {
+		t.Fatal(err)
+	}
+	var sawBench, sawAdmin bool
+	var benchCPU time.Duration
+	for k, cpu := range m.last {
+		sawBench = sawBench || k.pid == benchPID
+		sawAdmin = sawAdmin || k.pid == adminPID
+		if k.pid == benchPID {
+			benchCPU = cpu - m.first[k]
+		}
+	}
+	if !sawBench || sawAdmin {
+		t.Errorf("bench backend listed: %v (want true), admin backend listed: %v (want false)", sawBench, sawAdmin)
+	}
+	if benchCPU <= 0 || m.used() < benchCPU {
+		t.Errorf("the bench backend used %v, the meter counts %v in all", benchCPU, m.used())
 	}
 }
