@@ -3,7 +3,7 @@
 //
 //	go run ./hack/bench overhead    # latency a call through the runtime adds to a direct call
 //	go run ./hack/bench fanout      # one execution's events streamed to many subscribers
-//	go run ./hack/bench throughput  # executions per second, memory and redis EventStores
+//	go run ./hack/bench throughput  # executions per second, memory, redis and postgres EventStores
 //
 // Each subcommand builds switchboard, the demo provider and the baseline relay
 // (hack/relay) into a temporary folder, or takes them from -switchboard, -demoprovider

@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // benchDatabase is the form of the database -postgres-url may name. The bench drops and
@@ -17,13 +18,15 @@ import (
 // needs no quoting in SQL.
 var benchDatabase = regexp.MustCompile(`^sb_bench[a-z0-9_]{0,54}$`)
 
-// parsePostgresURL checks -postgres-url: a URL or DSN pgx reads, naming a database of
-// the form benchDatabase. Its errors never repeat the URL, which may hold a password.
+// parsePostgresURL checks -postgres-url: a URL or DSN the runtime's pool reads (so
+// pool_max_conns may size the runtime's pool), naming a database of the form
+// benchDatabase. Its errors never repeat the URL, which may hold a password.
 func parsePostgresURL(url string) (*pgx.ConnConfig, error) {
-	cfg, err := pgx.ParseConfig(url)
+	pool, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, errors.New("-postgres-url: not a PostgreSQL URL or key/value DSN")
 	}
+	cfg := pool.ConnConfig
 	if !benchDatabase.MatchString(cfg.Database) {
 		return nil, fmt.Errorf("-postgres-url: database %q: want a name beginning with sb_bench (lower-case letters, digits, underscores): the bench drops and creates it", cfg.Database)
 	}
