@@ -31,15 +31,16 @@ import (
 	"github.com/switchboard-dev/switchboard/runtime/protocol"
 )
 
-// Several replicas of the built binary sharing one Redis (spec/events.md, "Ownership and
-// orphans", "Shutdown", "Idempotency"): a replica killed with SIGKILL or drained with
-// SIGTERM leaves its executions to the others, which end each exactly once — or adopt
-// its remote job — with no gap or duplicate in any sequence; idempotency keys hold
-// across replicas and survive a creator that died.
+// Several replicas of the built binary sharing one Redis or one PostgreSQL database
+// (spec/events.md, "Ownership and orphans", "Shutdown", "Idempotency"; spec/postgres.md):
+// a replica killed with SIGKILL or drained with SIGTERM leaves its executions to the
+// others, which end each exactly once — or adopt its remote job — with no gap or
+// duplicate in any sequence; idempotency keys hold across replicas and survive a creator
+// that died. Each test runs on both stores (eachStore).
 //
 // Each test owns one Redis database (the orphan index is shared by every execution in a
-// database) and empties it first. Leases are short so that takeovers happen within
-// seconds.
+// database) and empties it first, and one PostgreSQL database it creates. Leases are
+// short so that takeovers happen within seconds.
 
 const (
 	// testLease is the replicas' --execution-lease: a dead replica's executions are
@@ -193,7 +194,7 @@ func manifestsDir(tb testing.TB, provider string) string {
 	return dir
 }
 
-// replica is one running switchboard process on a shared Redis.
+// replica is one running switchboard process on a shared store.
 type replica struct {
 	label      string
 	api, probe string
@@ -202,16 +203,17 @@ type replica struct {
 	client     *client.Client
 }
 
-// launchReplica starts a replica serving the manifests in dir on the Redis at url,
-// without waiting for it to be ready; args are added to its flags.
+// launchReplica starts a replica serving the manifests in dir on the store at url (a
+// Redis URL, or a PostgreSQL one: see storeFlags), without waiting for it to be ready;
+// args are added to its flags.
 func launchReplica(tb testing.TB, label, dir, url string, args ...string) *replica {
 	tb.Helper()
 	r := &replica{label: label, api: freeAddr(tb), probe: freeAddr(tb)}
 	flags := []string{"--manifests", dir, "--runtime-bind-address", r.api,
 		"--health-probe-bind-address", r.probe, "--metrics-bind-address", "0",
-		"--event-store", "redis", "--redis-url", url,
 		"--execution-lease", testLease.String(), "--cleanup-grace", testCleanupGrace.String(),
 		"--shutdown-grace", "1s"}
+	flags = append(flags, storeFlags(url)...)
 	r.out, r.proc = startLabeled(tb, "switchboard "+label, "switchboard", append(flags, args...)...)
 	c, err := client.New("http://" + r.api)
 	if err != nil {
@@ -440,64 +442,65 @@ func receive(tb testing.TB, what string, ch <-chan followed, timeout time.Durati
 var longText = strings.Repeat("abcdefghij", 4)
 
 func TestKillMidStreamEndsExecutionOnSurvivor(t *testing.T) {
-	url := redisURL(t, dbKillMidStream)
-	provider := startDemoProvider(t, "--chunks", "40", "--slow-delay", "250ms") // 10 s of stream
-	dir := manifestsDir(t, provider.addr)
-	a := startReplica(t, "A", dir, url)
-	b := startReplica(t, "B", dir, url)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	eachStore(t, dbKillMidStream, func(t *testing.T, shared sharedStore) {
+		provider := startDemoProvider(t, "--chunks", "40", "--slow-delay", "250ms") // 10 s of stream
+		dir := manifestsDir(t, provider.addr)
+		a := startReplica(t, "A", dir, shared.url)
+		b := startReplica(t, "B", dir, shared.url)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
 
-	acc, err := a.client.Submit(ctx, textRequest("stream", longText))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var deltas atomic.Int32
-	viaClient := followAsync(ctx, b, acc.ID, func(ev protocol.Event) {
-		if ev.Type == protocol.EventOutputDelta {
-			deltas.Add(1)
+		acc, err := a.client.Submit(ctx, textRequest("stream", longText))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var deltas atomic.Int32
+		viaClient := followAsync(ctx, b, acc.ID, func(ev protocol.Event) {
+			if ev.Type == protocol.EventOutputDelta {
+				deltas.Add(1)
+			}
+		})
+		viaRaw := rawAsync(ctx, b, acc.ID)
+		eventually(t, 10*time.Second, "output on B's follower", func() bool { return deltas.Load() >= 3 })
+
+		a.kill(t)
+		killed := time.Now()
+		limit := testLease + testCleanupGrace + takeoverSlack
+		var logs [][]protocol.Event
+		for what, ch := range map[string]<-chan followed{"client Follow on B": viaClient, "raw SSE on B": viaRaw} {
+			f := receive(t, what, ch, limit+5*time.Second)
+			if f.err != nil {
+				t.Errorf("%s returned %v after %d events", what, f.err, len(f.events))
+				continue
+			}
+			took := f.at.Sub(killed)
+			t.Logf("%s: terminal event %s after the kill", what, took.Round(time.Millisecond))
+			if took > limit {
+				t.Errorf("%s: terminal event %s after the kill, want within lease + cleanup grace (+%s)", what, took, takeoverSlack)
+			}
+			checkLog(t, what, f.events)
+			checkOrphaned(t, what, failure(t, what, f.events[len(f.events)-1]))
+			if n := slices.IndexFunc(f.events, func(ev protocol.Event) bool { return ev.Type == protocol.EventOutputDelta }); n < 0 {
+				t.Errorf("%s: no output before the kill", what)
+			}
+			logs = append(logs, f.events)
+		}
+		if len(logs) == 2 && !slices.Equal(types(logs[0]), types(logs[1])) {
+			t.Errorf("the two followers saw different logs:\n%s\n%s", strings.Join(types(logs[0]), " "), strings.Join(types(logs[1]), " "))
+		}
+
+		restarted := startReplica(t, "A restarted", dir, shared.url)
+		for _, r := range []*replica{b, restarted} {
+			st, err := r.client.Get(ctx, acc.ID)
+			if err != nil {
+				t.Fatalf("GET on %s: %v", r.label, err)
+			}
+			if st.Status != protocol.StatusFailed {
+				t.Errorf("GET on %s: status %s, want failed", r.label, st.Status)
+			}
+			checkOrphaned(t, "GET on "+r.label, st.Error)
 		}
 	})
-	viaRaw := rawAsync(ctx, b, acc.ID)
-	eventually(t, 10*time.Second, "output on B's follower", func() bool { return deltas.Load() >= 3 })
-
-	a.kill(t)
-	killed := time.Now()
-	limit := testLease + testCleanupGrace + takeoverSlack
-	var logs [][]protocol.Event
-	for what, ch := range map[string]<-chan followed{"client Follow on B": viaClient, "raw SSE on B": viaRaw} {
-		f := receive(t, what, ch, limit+5*time.Second)
-		if f.err != nil {
-			t.Errorf("%s returned %v after %d events", what, f.err, len(f.events))
-			continue
-		}
-		took := f.at.Sub(killed)
-		t.Logf("%s: terminal event %s after the kill", what, took.Round(time.Millisecond))
-		if took > limit {
-			t.Errorf("%s: terminal event %s after the kill, want within lease + cleanup grace (+%s)", what, took, takeoverSlack)
-		}
-		checkLog(t, what, f.events)
-		checkOrphaned(t, what, failure(t, what, f.events[len(f.events)-1]))
-		if n := slices.IndexFunc(f.events, func(ev protocol.Event) bool { return ev.Type == protocol.EventOutputDelta }); n < 0 {
-			t.Errorf("%s: no output before the kill", what)
-		}
-		logs = append(logs, f.events)
-	}
-	if len(logs) == 2 && !slices.Equal(types(logs[0]), types(logs[1])) {
-		t.Errorf("the two followers saw different logs:\n%s\n%s", strings.Join(types(logs[0]), " "), strings.Join(types(logs[1]), " "))
-	}
-
-	restarted := startReplica(t, "A restarted", dir, url)
-	for _, r := range []*replica{b, restarted} {
-		st, err := r.client.Get(ctx, acc.ID)
-		if err != nil {
-			t.Fatalf("GET on %s: %v", r.label, err)
-		}
-		if st.Status != protocol.StatusFailed {
-			t.Errorf("GET on %s: status %s, want failed", r.label, st.Status)
-		}
-		checkOrphaned(t, "GET on "+r.label, st.Error)
-	}
 }
 
 // waitRemoteJob waits until the execution's remote job handle is in the store: from
@@ -512,170 +515,174 @@ func waitRemoteJob(tb testing.TB, store eventstore.Reader, id string) {
 
 func TestAdoptRemoteJobAfterKill(t *testing.T) {
 	t.Run("the survivor completes the job", func(t *testing.T) {
-		url := redisURL(t, dbAdopt)
-		store := openRedisStore(t, url)
-		provider := startDemoProvider(t, "--job-duration", "1s") // painter-slow: 5 s
-		dir := manifestsDir(t, provider.addr)
-		a := startReplica(t, "A", dir, url)
-		b := startReplica(t, "B", dir, url)
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
+		eachStore(t, dbAdopt, func(t *testing.T, shared sharedStore) {
+			store := shared.open(t)
+			provider := startDemoProvider(t, "--job-duration", "1s") // painter-slow: 5 s
+			dir := manifestsDir(t, provider.addr)
+			a := startReplica(t, "A", dir, shared.url)
+			b := startReplica(t, "B", dir, shared.url)
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
 
-		acc, err := a.client.Submit(ctx, textRequest("text-to-image", "a lighthouse"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		waitRemoteJob(t, store, acc.ID)
-		a.kill(t)
-
-		f := receive(t, "Follow on B", followAsync(ctx, b, acc.ID, nil), 20*time.Second)
-		if f.err != nil {
-			t.Fatalf("Follow on B: %v", f.err)
-		}
-		checkLog(t, "Follow on B", f.events)
-		if last := f.events[len(f.events)-1]; last.Type != protocol.EventCompleted {
-			t.Errorf("the adopted execution ended with %s %s, want execution.completed", last.Type, last.Data)
-		}
-		results := 0
-		for _, ev := range f.events {
-			if ev.Type == protocol.EventOutputResult {
-				results++
+			acc, err := a.client.Submit(ctx, textRequest("text-to-image", "a lighthouse"))
+			if err != nil {
+				t.Fatal(err)
 			}
-		}
-		if results != 1 {
-			t.Errorf("%d output.result events, want 1: %s", results, strings.Join(types(f.events), " "))
-		}
-		snap, err := b.client.Result(ctx, acc.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if snap.Status != protocol.StatusCompleted || len(snap.Result) == 0 || len(snap.Artifacts) == 0 {
-			t.Errorf("GET /result on B: %+v, want completed with a result and artifacts", snap)
-		}
-		if b.logLines("Adopting an orphaned execution's remote job") != 1 {
-			t.Errorf("B did not log the adoption")
-		}
-		if st := provider.stats(t); st.PredictionsCreated != 1 || st.PredictionsCanceled != 0 {
-			t.Errorf("provider stats %+v, want one prediction created and none canceled", st)
-		}
+			waitRemoteJob(t, store, acc.ID)
+			a.kill(t)
+
+			f := receive(t, "Follow on B", followAsync(ctx, b, acc.ID, nil), 20*time.Second)
+			if f.err != nil {
+				t.Fatalf("Follow on B: %v", f.err)
+			}
+			checkLog(t, "Follow on B", f.events)
+			if last := f.events[len(f.events)-1]; last.Type != protocol.EventCompleted {
+				t.Errorf("the adopted execution ended with %s %s, want execution.completed", last.Type, last.Data)
+			}
+			results := 0
+			for _, ev := range f.events {
+				if ev.Type == protocol.EventOutputResult {
+					results++
+				}
+			}
+			if results != 1 {
+				t.Errorf("%d output.result events, want 1: %s", results, strings.Join(types(f.events), " "))
+			}
+			snap, err := b.client.Result(ctx, acc.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if snap.Status != protocol.StatusCompleted || len(snap.Result) == 0 || len(snap.Artifacts) == 0 {
+				t.Errorf("GET /result on B: %+v, want completed with a result and artifacts", snap)
+			}
+			if b.logLines("Adopting an orphaned execution's remote job") != 1 {
+				t.Errorf("B did not log the adoption")
+			}
+			if st := provider.stats(t); st.PredictionsCreated != 1 || st.PredictionsCanceled != 0 {
+				t.Errorf("provider stats %+v, want one prediction created and none canceled", st)
+			}
+		})
 	})
 
 	t.Run("an adopter killed in turn leaves the job to the next", func(t *testing.T) {
-		url := redisURL(t, dbAdoptTwice)
-		store := openRedisStore(t, url)
-		provider := startDemoProvider(t, "--job-duration", "1s")
-		dir := manifestsDir(t, provider.addr)
-		a := startReplica(t, "A", dir, url)
-		b := startReplica(t, "B", dir, url)
-		c := startReplica(t, "C", dir, url)
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
+		eachStore(t, dbAdoptTwice, func(t *testing.T, shared sharedStore) {
+			store := shared.open(t)
+			provider := startDemoProvider(t, "--job-duration", "1s")
+			dir := manifestsDir(t, provider.addr)
+			a := startReplica(t, "A", dir, shared.url)
+			b := startReplica(t, "B", dir, shared.url)
+			c := startReplica(t, "C", dir, shared.url)
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
 
-		acc, err := a.client.Submit(ctx, textRequest("text-to-image", "a lighthouse"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		waitRemoteJob(t, store, acc.ID)
-		a.kill(t)
-		adopter, survivor := b, c
-		eventually(t, testLease+takeoverSlack, "an adoption", func() bool {
-			if c.logLines("Adopting an orphaned execution's remote job") > 0 {
-				adopter, survivor = c, b
+			acc, err := a.client.Submit(ctx, textRequest("text-to-image", "a lighthouse"))
+			if err != nil {
+				t.Fatal(err)
 			}
-			return adopter.logLines("Adopting an orphaned execution's remote job") > 0
-		})
-		adopter.kill(t)
+			waitRemoteJob(t, store, acc.ID)
+			a.kill(t)
+			adopter, survivor := b, c
+			eventually(t, testLease+takeoverSlack, "an adoption", func() bool {
+				if c.logLines("Adopting an orphaned execution's remote job") > 0 {
+					adopter, survivor = c, b
+				}
+				return adopter.logLines("Adopting an orphaned execution's remote job") > 0
+			})
+			adopter.kill(t)
 
-		f := receive(t, "Follow on "+survivor.label, followAsync(ctx, survivor, acc.ID, nil), 20*time.Second)
-		if f.err != nil {
-			t.Fatalf("Follow on %s: %v", survivor.label, f.err)
-		}
-		checkLog(t, "Follow on "+survivor.label, f.events)
-		if last := f.events[len(f.events)-1]; last.Type != protocol.EventCompleted {
-			t.Errorf("the execution adopted twice ended with %s %s, want execution.completed", last.Type, last.Data)
-		}
-		if n := survivor.logLines("Adopting an orphaned execution's remote job"); n != 1 {
-			t.Errorf("%s adopted %d remote jobs, want 1", survivor.label, n)
-		}
-		if st := provider.stats(t); st.PredictionsCreated != 1 || st.PredictionsCanceled != 0 {
-			t.Errorf("provider stats %+v, want one prediction created and none canceled", st)
-		}
+			f := receive(t, "Follow on "+survivor.label, followAsync(ctx, survivor, acc.ID, nil), 20*time.Second)
+			if f.err != nil {
+				t.Fatalf("Follow on %s: %v", survivor.label, f.err)
+			}
+			checkLog(t, "Follow on "+survivor.label, f.events)
+			if last := f.events[len(f.events)-1]; last.Type != protocol.EventCompleted {
+				t.Errorf("the execution adopted twice ended with %s %s, want execution.completed", last.Type, last.Data)
+			}
+			if n := survivor.logLines("Adopting an orphaned execution's remote job"); n != 1 {
+				t.Errorf("%s adopted %d remote jobs, want 1", survivor.label, n)
+			}
+			if st := provider.stats(t); st.PredictionsCreated != 1 || st.PredictionsCanceled != 0 {
+				t.Errorf("provider stats %+v, want one prediction created and none canceled", st)
+			}
+		})
 	})
 
 	t.Run("a cancel requested before the takeover cancels the job", func(t *testing.T) {
-		url := redisURL(t, dbAdoptCancelled)
-		store := openRedisStore(t, url)
-		provider := startDemoProvider(t, "--job-duration", "1s")
-		dir := manifestsDir(t, provider.addr)
-		a := startReplica(t, "A", dir, url)
-		b := startReplica(t, "B", dir, url)
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
+		eachStore(t, dbAdoptCancelled, func(t *testing.T, shared sharedStore) {
+			store := shared.open(t)
+			provider := startDemoProvider(t, "--job-duration", "1s")
+			dir := manifestsDir(t, provider.addr)
+			a := startReplica(t, "A", dir, shared.url)
+			b := startReplica(t, "B", dir, shared.url)
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
 
-		acc, err := a.client.Submit(ctx, textRequest("text-to-image", "a lighthouse"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		waitRemoteJob(t, store, acc.ID)
-		a.kill(t)
-		if _, err := b.client.Cancel(ctx, acc.ID); err != nil {
-			t.Fatal(err)
-		}
-		// The cancel must come before B took the execution over, while A's lease (the
-		// first) still stands.
-		if st, err := store.Get(ctx, acc.ID); err != nil || st.Lease.Fence != eventstore.FirstFence || st.Terminal {
-			t.Fatalf("after the cancel: lease %+v, terminal %v, %v; want A's lease, not taken over yet", st.Lease, st.Terminal, err)
-		}
+			acc, err := a.client.Submit(ctx, textRequest("text-to-image", "a lighthouse"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			waitRemoteJob(t, store, acc.ID)
+			a.kill(t)
+			if _, err := b.client.Cancel(ctx, acc.ID); err != nil {
+				t.Fatal(err)
+			}
+			// The cancel must come before B took the execution over, while A's lease (the
+			// first) still stands.
+			if st, err := store.Get(ctx, acc.ID); err != nil || st.Lease.Fence != eventstore.FirstFence || st.Terminal {
+				t.Fatalf("after the cancel: lease %+v, terminal %v, %v; want A's lease, not taken over yet", st.Lease, st.Terminal, err)
+			}
 
-		f := receive(t, "Follow on B", followAsync(ctx, b, acc.ID, nil), 20*time.Second)
-		if f.err != nil {
-			t.Fatalf("Follow on B: %v", f.err)
-		}
-		checkLog(t, "Follow on B", f.events)
-		if e := failure(t, "Follow on B", f.events[len(f.events)-1]); e != nil && e.Code != protocol.CodeCancelled {
-			t.Errorf("the execution ended with %+v, want cancelled", e)
-		}
-		eventually(t, 5*time.Second, "the remote job canceled at the provider", func() bool {
-			return provider.stats(t).PredictionsCanceled == 1
+			f := receive(t, "Follow on B", followAsync(ctx, b, acc.ID, nil), 20*time.Second)
+			if f.err != nil {
+				t.Fatalf("Follow on B: %v", f.err)
+			}
+			checkLog(t, "Follow on B", f.events)
+			if e := failure(t, "Follow on B", f.events[len(f.events)-1]); e != nil && e.Code != protocol.CodeCancelled {
+				t.Errorf("the execution ended with %+v, want cancelled", e)
+			}
+			eventually(t, 5*time.Second, "the remote job canceled at the provider", func() bool {
+				return provider.stats(t).PredictionsCanceled == 1
+			})
+			if st := provider.stats(t); st.PredictionsCreated != 1 {
+				t.Errorf("provider stats %+v, want one prediction created", st)
+			}
 		})
-		if st := provider.stats(t); st.PredictionsCreated != 1 {
-			t.Errorf("provider stats %+v, want one prediction created", st)
-		}
 	})
 }
 
 func TestDeadlinePassesAfterRunnerKilled(t *testing.T) {
-	url := redisURL(t, dbDeadline)
-	provider := startDemoProvider(t)
-	dir := manifestsDir(t, provider.addr)
-	a := startReplica(t, "A", dir, url)
-	b := startReplica(t, "B", dir, url)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	eachStore(t, dbDeadline, func(t *testing.T, shared sharedStore) {
+		provider := startDemoProvider(t)
+		dir := manifestsDir(t, provider.addr)
+		a := startReplica(t, "A", dir, shared.url)
+		b := startReplica(t, "B", dir, shared.url)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
 
-	// The deadline passes before A's lease can expire: the lease outlives a kill by at
-	// least two thirds of its length.
-	req := textRequest("stall", "never finishes")
-	deadline := int64(testLease / 2 / time.Millisecond)
-	req.DeadlineMs = &deadline
-	acc, err := a.client.Submit(ctx, req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, 5*time.Second, "the stalled execution's output", func() bool {
-		st, err := b.client.Get(ctx, acc.ID)
-		return err == nil && st.LastSequence >= 3 // accepted, route.selected, output.delta
+		// The deadline passes before A's lease can expire: the lease outlives a kill by at
+		// least two thirds of its length.
+		req := textRequest("stall", "never finishes")
+		deadline := int64(testLease / 2 / time.Millisecond)
+		req.DeadlineMs = &deadline
+		acc, err := a.client.Submit(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 5*time.Second, "the stalled execution's output", func() bool {
+			st, err := b.client.Get(ctx, acc.ID)
+			return err == nil && st.LastSequence >= 3 // accepted, route.selected, output.delta
+		})
+		a.kill(t)
+
+		f := receive(t, "Follow on B", followAsync(ctx, b, acc.ID, nil), testLease+testCleanupGrace+takeoverSlack)
+		if f.err != nil {
+			t.Fatalf("Follow on B: %v", f.err)
+		}
+		checkLog(t, "Follow on B", f.events)
+		if e := failure(t, "Follow on B", f.events[len(f.events)-1]); e != nil && e.Code != protocol.CodeDeadlineExceeded {
+			t.Errorf("the execution ended with %+v, want deadline_exceeded", e)
+		}
 	})
-	a.kill(t)
-
-	f := receive(t, "Follow on B", followAsync(ctx, b, acc.ID, nil), testLease+testCleanupGrace+takeoverSlack)
-	if f.err != nil {
-		t.Fatalf("Follow on B: %v", f.err)
-	}
-	checkLog(t, "Follow on B", f.events)
-	if e := failure(t, "Follow on B", f.events[len(f.events)-1]); e != nil && e.Code != protocol.CodeDeadlineExceeded {
-		t.Errorf("the execution ended with %+v, want deadline_exceeded", e)
-	}
 }
 
 // posted is the answer to a POST /v1/executions.
@@ -719,120 +726,121 @@ func postJSON(api, body string, header http.Header) (posted, error) {
 }
 
 func TestDrainHandsStalledExecutionsToPeer(t *testing.T) {
-	url := redisURL(t, dbDrain)
-	store := openRedisStore(t, url)
-	// A stream takes 2 s, within the grace; a painter-slow job 5 s, beyond it.
-	provider := startDemoProvider(t, "--chunks", "5", "--slow-delay", "400ms", "--job-duration", "1s")
-	dir := manifestsDir(t, provider.addr)
-	const grace = 3 * time.Second
-	a := startReplica(t, "A", dir, url, "--shutdown-grace", grace.String())
-	b := startReplica(t, "B", dir, url)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	eachStore(t, dbDrain, func(t *testing.T, shared sharedStore) {
+		store := shared.open(t)
+		// A stream takes 2 s, within the grace; a painter-slow job 5 s, beyond it.
+		provider := startDemoProvider(t, "--chunks", "5", "--slow-delay", "400ms", "--job-duration", "1s")
+		dir := manifestsDir(t, provider.addr)
+		const grace = 3 * time.Second
+		a := startReplica(t, "A", dir, shared.url, "--shutdown-grace", grace.String())
+		b := startReplica(t, "B", dir, shared.url)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
 
-	var short, stalled []string
-	for i := range 20 {
-		ability, text, ids := "stream", "short and sweet", &short
-		if i%2 == 1 {
-			ability, text, ids = "stall", "never finishes", &stalled
+		var short, stalled []string
+		for i := range 20 {
+			ability, text, ids := "stream", "short and sweet", &short
+			if i%2 == 1 {
+				ability, text, ids = "stall", "never finishes", &stalled
+			}
+			acc, err := a.client.Submit(ctx, textRequest(ability, text))
+			if err != nil {
+				t.Fatal(err)
+			}
+			*ids = append(*ids, acc.ID)
 		}
-		acc, err := a.client.Submit(ctx, textRequest(ability, text))
+		// And a remote job that outlasts the grace: handed over, B adopts it.
+		job, err := a.client.Submit(ctx, textRequest("text-to-image", "a lighthouse"))
 		if err != nil {
 			t.Fatal(err)
 		}
-		*ids = append(*ids, acc.ID)
-	}
-	// And a remote job that outlasts the grace: handed over, B adopts it.
-	job, err := a.client.Submit(ctx, textRequest("text-to-image", "a lighthouse"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	all := append(slices.Concat(short, stalled), job.ID)
-	eventually(t, 10*time.Second, "every stream running with output", func() bool {
-		for _, id := range slices.Concat(short, stalled) {
-			st, err := store.Get(ctx, id)
-			if err != nil || st.LastSequence < 3 {
-				return false
+		all := append(slices.Concat(short, stalled), job.ID)
+		eventually(t, 10*time.Second, "every stream running with output", func() bool {
+			for _, id := range slices.Concat(short, stalled) {
+				st, err := store.Get(ctx, id)
+				if err != nil || st.LastSequence < 3 {
+					return false
+				}
+			}
+			return true
+		})
+		waitRemoteJob(t, store, job.ID)
+
+		// A key used before the drain, to be replayed during it.
+		keyedBody := `{"ability":"quick","input":[{"type":"text","text":"before the drain"}]}`
+		keyed := postIdempotent(a.api, "before-drain", keyedBody)
+		if keyed.failed != nil || keyed.status != http.StatusAccepted {
+			t.Fatalf("POST with a key: %d %+v %v", keyed.status, keyed.err, keyed.failed)
+		}
+
+		// Followers on A itself: its event streams stay open while it drains.
+		shortOnA, stalledOnA := rawAsync(ctx, a, short[0]), rawAsync(ctx, a, stalled[0])
+
+		if err := a.proc.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		signalled := time.Now()
+		for a.readyz() == http.StatusOK {
+			if time.Since(signalled) > 200*time.Millisecond {
+				t.Fatal("A's /readyz still answered 200 200ms after SIGTERM")
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		t.Logf("A unready %s after SIGTERM", time.Since(signalled).Round(time.Millisecond))
+		body := `{"ability":"quick","input":[{"type":"text","text":"too late"}]}`
+		p, err := postJSON(a.api, body, nil)
+		if err != nil {
+			t.Fatalf("POST to the draining A: %v", err)
+		}
+		if p.status != http.StatusServiceUnavailable || p.err == nil || p.err.Code != protocol.CodeProviderUnavailable || !p.err.Retryable {
+			t.Errorf("POST to the draining A: %d %+v, want 503 provider_unavailable, retryable", p.status, p.err)
+		}
+		t.Logf("POST to the draining A: %d, Retry-After %q", p.status, p.header.Get("Retry-After"))
+		// Reads and replays are still served: idempotency answers before anything is created
+		// (spec/http-api.md, "Idempotency").
+		if replay := postIdempotent(a.api, "before-drain", keyedBody); replay.failed != nil || replay.status != http.StatusAccepted || !replay.replayed || replay.id != keyed.id {
+			t.Errorf("replay on the draining A: %d, replayed %v, id %s, %+v %v; want a 202 replay of %s", replay.status, replay.replayed, replay.id, replay.err, replay.failed, keyed.id)
+		}
+		if st, err := a.client.Get(ctx, stalled[0]); err != nil || st.Status != protocol.StatusRunning {
+			t.Errorf("GET on the draining A: %+v, %v; want running", st, err)
+		}
+
+		a.proc.Wait(t, grace+5*time.Second)
+		t.Logf("A exited %s after SIGTERM", time.Since(signalled).Round(time.Millisecond))
+		if f := receive(t, "short execution followed on A", shortOnA, time.Second); f.err != nil || f.events[len(f.events)-1].Type != protocol.EventCompleted {
+			t.Errorf("the stream of a short execution on the draining A: %s, %v; want it to end with execution.completed", strings.Join(types(f.events), " "), f.err)
+		}
+		// A handed the stalled execution over: its stream on A ends with A, cut.
+		if f := receive(t, "stalled execution followed on A", stalledOnA, time.Second); f.err == nil {
+			t.Errorf("the stream of a stalled execution on A ended normally (%s), want it cut when A exited", strings.Join(types(f.events), " "))
+		}
+
+		final := waitTerminal(t, b.client, all, 10*time.Second)
+		for _, id := range short {
+			if st := final[id]; st.Status != protocol.StatusCompleted {
+				t.Errorf("short execution %s: %s %+v, want completed within the grace", id, st.Status, st.Error)
 			}
 		}
-		return true
+		for _, id := range stalled {
+			checkOrphaned(t, "stalled execution "+id, final[id].Error)
+			// Ended by B: under a lease taken after A's.
+			if st, err := store.Get(ctx, id); err != nil || st.Lease.Fence <= eventstore.FirstFence {
+				t.Errorf("stalled execution %s ended under lease %+v (%v), want one B acquired", id, st.Lease, err)
+			}
+		}
+		if n := b.logLines("Ending an orphaned execution"); n != len(stalled) {
+			t.Errorf("B ended %d orphans, want %d", n, len(stalled))
+		}
+		if st := final[job.ID]; st.Status != protocol.StatusCompleted {
+			t.Errorf("handed-over remote job: %s %+v, want completed by B", st.Status, st.Error)
+		}
+		if n := b.logLines("Adopting an orphaned execution's remote job"); n != 1 {
+			t.Errorf("B adopted %d remote jobs, want 1", n)
+		}
+		if st := provider.stats(t); st.PredictionsCreated != 1 || st.PredictionsCanceled != 0 {
+			t.Errorf("provider stats %+v, want the handed-over prediction created once and not canceled", st)
+		}
 	})
-	waitRemoteJob(t, store, job.ID)
-
-	// A key used before the drain, to be replayed during it.
-	keyedBody := `{"ability":"quick","input":[{"type":"text","text":"before the drain"}]}`
-	keyed := postIdempotent(a.api, "before-drain", keyedBody)
-	if keyed.failed != nil || keyed.status != http.StatusAccepted {
-		t.Fatalf("POST with a key: %d %+v %v", keyed.status, keyed.err, keyed.failed)
-	}
-
-	// Followers on A itself: its event streams stay open while it drains.
-	shortOnA, stalledOnA := rawAsync(ctx, a, short[0]), rawAsync(ctx, a, stalled[0])
-
-	if err := a.proc.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	signalled := time.Now()
-	for a.readyz() == http.StatusOK {
-		if time.Since(signalled) > 200*time.Millisecond {
-			t.Fatal("A's /readyz still answered 200 200ms after SIGTERM")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	t.Logf("A unready %s after SIGTERM", time.Since(signalled).Round(time.Millisecond))
-	body := `{"ability":"quick","input":[{"type":"text","text":"too late"}]}`
-	p, err := postJSON(a.api, body, nil)
-	if err != nil {
-		t.Fatalf("POST to the draining A: %v", err)
-	}
-	if p.status != http.StatusServiceUnavailable || p.err == nil || p.err.Code != protocol.CodeProviderUnavailable || !p.err.Retryable {
-		t.Errorf("POST to the draining A: %d %+v, want 503 provider_unavailable, retryable", p.status, p.err)
-	}
-	t.Logf("POST to the draining A: %d, Retry-After %q", p.status, p.header.Get("Retry-After"))
-	// Reads and replays are still served: idempotency answers before anything is created
-	// (spec/http-api.md, "Idempotency").
-	if replay := postIdempotent(a.api, "before-drain", keyedBody); replay.failed != nil || replay.status != http.StatusAccepted || !replay.replayed || replay.id != keyed.id {
-		t.Errorf("replay on the draining A: %d, replayed %v, id %s, %+v %v; want a 202 replay of %s", replay.status, replay.replayed, replay.id, replay.err, replay.failed, keyed.id)
-	}
-	if st, err := a.client.Get(ctx, stalled[0]); err != nil || st.Status != protocol.StatusRunning {
-		t.Errorf("GET on the draining A: %+v, %v; want running", st, err)
-	}
-
-	a.proc.Wait(t, grace+5*time.Second)
-	t.Logf("A exited %s after SIGTERM", time.Since(signalled).Round(time.Millisecond))
-	if f := receive(t, "short execution followed on A", shortOnA, time.Second); f.err != nil || f.events[len(f.events)-1].Type != protocol.EventCompleted {
-		t.Errorf("the stream of a short execution on the draining A: %s, %v; want it to end with execution.completed", strings.Join(types(f.events), " "), f.err)
-	}
-	// A handed the stalled execution over: its stream on A ends with A, cut.
-	if f := receive(t, "stalled execution followed on A", stalledOnA, time.Second); f.err == nil {
-		t.Errorf("the stream of a stalled execution on A ended normally (%s), want it cut when A exited", strings.Join(types(f.events), " "))
-	}
-
-	final := waitTerminal(t, b.client, all, 10*time.Second)
-	for _, id := range short {
-		if st := final[id]; st.Status != protocol.StatusCompleted {
-			t.Errorf("short execution %s: %s %+v, want completed within the grace", id, st.Status, st.Error)
-		}
-	}
-	for _, id := range stalled {
-		checkOrphaned(t, "stalled execution "+id, final[id].Error)
-		// Ended by B: under a lease taken after A's.
-		if st, err := store.Get(ctx, id); err != nil || st.Lease.Fence <= eventstore.FirstFence {
-			t.Errorf("stalled execution %s ended under lease %+v (%v), want one B acquired", id, st.Lease, err)
-		}
-	}
-	if n := b.logLines("Ending an orphaned execution"); n != len(stalled) {
-		t.Errorf("B ended %d orphans, want %d", n, len(stalled))
-	}
-	if st := final[job.ID]; st.Status != protocol.StatusCompleted {
-		t.Errorf("handed-over remote job: %s %+v, want completed by B", st.Status, st.Error)
-	}
-	if n := b.logLines("Adopting an orphaned execution's remote job"); n != 1 {
-		t.Errorf("B adopted %d remote jobs, want 1", n)
-	}
-	if st := provider.stats(t); st.PredictionsCreated != 1 || st.PredictionsCanceled != 0 {
-		t.Errorf("provider stats %+v, want the handed-over prediction created once and not canceled", st)
-	}
 }
 
 // idempotentPost is what one POST with an Idempotency-Key got.
@@ -884,167 +892,169 @@ func reserve(t *testing.T, store eventstore.Reservations, key, body string, crea
 }
 
 func TestIdempotencyAcrossReplicas(t *testing.T) {
-	url := redisURL(t, dbIdempotency)
-	store := openRedisStore(t, url)
-	provider := startDemoProvider(t)
-	dir := manifestsDir(t, provider.addr)
-	// A lease longer than a duplicate waits for its reservation's outcome, so that a
-	// young reservation is still young when the wait ends.
-	const lease = "15s"
-	replicas := []*replica{
-		startReplica(t, "A", dir, url, "--execution-lease", lease),
-		startReplica(t, "B", dir, url, "--execution-lease", lease),
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	eachStore(t, dbIdempotency, func(t *testing.T, shared sharedStore) {
+		store := shared.open(t)
+		provider := startDemoProvider(t)
+		dir := manifestsDir(t, provider.addr)
+		// A lease longer than a duplicate waits for its reservation's outcome, so that a
+		// young reservation is still young when the wait ends.
+		const lease = "15s"
+		replicas := []*replica{
+			startReplica(t, "A", dir, shared.url, "--execution-lease", lease),
+			startReplica(t, "B", dir, shared.url, "--execution-lease", lease),
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
 
-	// A reservation made just now whose execution does not exist (yet): its creator may
-	// be between Reserve and Create, so a duplicate waits, then gets 409, retryable.
-	// This takes the runtime's replay wait (10 s), so it runs alongside the rest.
-	youngBody := `{"ability":"quick","input":[{"type":"text","text":"young"}]}`
-	reserve(t, store, "young", youngBody, time.Now())
-	young := make(chan idempotentPost, 1)
-	go func() { young <- postIdempotent(replicas[0].api, "young", youngBody) }()
+		// A reservation made just now whose execution does not exist (yet): its creator may
+		// be between Reserve and Create, so a duplicate waits, then gets 409, retryable.
+		// This takes the runtime's replay wait (10 s), so it runs alongside the rest.
+		youngBody := `{"ability":"quick","input":[{"type":"text","text":"young"}]}`
+		reserve(t, store, "young", youngBody, time.Now())
+		young := make(chan idempotentPost, 1)
+		go func() { young <- postIdempotent(replicas[0].api, "young", youngBody) }()
 
-	t.Run("concurrent duplicates on two replicas create one execution", func(t *testing.T) {
-		before := provider.stats(t)
-		body := `{"ability":"quick","input":[{"type":"text","text":"exactly once"}]}`
-		posts := make([]idempotentPost, 50)
-		var wg sync.WaitGroup
-		for i := range posts {
-			wg.Go(func() { posts[i] = postIdempotent(replicas[i%2].api, "fifty", body) })
-		}
-		wg.Wait()
-		ids := map[string]int{}
-		replays := 0
-		for i, p := range posts {
-			if p.failed != nil || p.status != http.StatusAccepted {
-				t.Errorf("POST %d on %s: %d %+v %v, want 202", i, replicas[i%2].label, p.status, p.err, p.failed)
-				continue
+		t.Run("concurrent duplicates on two replicas create one execution", func(t *testing.T) {
+			before := provider.stats(t)
+			body := `{"ability":"quick","input":[{"type":"text","text":"exactly once"}]}`
+			posts := make([]idempotentPost, 50)
+			var wg sync.WaitGroup
+			for i := range posts {
+				wg.Go(func() { posts[i] = postIdempotent(replicas[i%2].api, "fifty", body) })
 			}
-			ids[p.id]++
-			if p.replayed {
-				replays++
+			wg.Wait()
+			ids := map[string]int{}
+			replays := 0
+			for i, p := range posts {
+				if p.failed != nil || p.status != http.StatusAccepted {
+					t.Errorf("POST %d on %s: %d %+v %v, want 202", i, replicas[i%2].label, p.status, p.err, p.failed)
+					continue
+				}
+				ids[p.id]++
+				if p.replayed {
+					replays++
+				}
 			}
-		}
-		if len(ids) != 1 || replays != len(posts)-1 {
-			t.Fatalf("execution ids %v, %d replays: want one id and %d replays", ids, replays, len(posts)-1)
-		}
-		for id := range ids {
-			f := receive(t, "Follow", followAsync(ctx, replicas[1], id, nil), 10*time.Second)
-			if f.err != nil || f.events[len(f.events)-1].Type != protocol.EventCompleted {
-				t.Errorf("the execution ended %v, %v", types(f.events), f.err)
+			if len(ids) != 1 || replays != len(posts)-1 {
+				t.Fatalf("execution ids %v, %d replays: want one id and %d replays", ids, replays, len(posts)-1)
 			}
-		}
-		if after := provider.stats(t); after.OpenAIRequests-before.OpenAIRequests != 1 {
-			t.Errorf("%d provider calls, want 1", after.OpenAIRequests-before.OpenAIRequests)
+			for id := range ids {
+				f := receive(t, "Follow", followAsync(ctx, replicas[1], id, nil), 10*time.Second)
+				if f.err != nil || f.events[len(f.events)-1].Type != protocol.EventCompleted {
+					t.Errorf("the execution ended %v, %v", types(f.events), f.err)
+				}
+			}
+			if after := provider.stats(t); after.OpenAIRequests-before.OpenAIRequests != 1 {
+				t.Errorf("%d provider calls, want 1", after.OpenAIRequests-before.OpenAIRequests)
+			}
+		})
+
+		t.Run("a reservation left by a dead creator is released after the lease", func(t *testing.T) {
+			body := `{"ability":"quick","input":[{"type":"text","text":"orphaned key"}]}`
+			dead := reserve(t, store, "orphaned", body, time.Now().Add(-time.Minute))
+			p := postIdempotent(replicas[1].api, "orphaned", body)
+			if p.failed != nil || p.status != http.StatusAccepted || p.replayed || p.id == dead {
+				t.Fatalf("POST: %d, replayed %v, id %s (dead creator's %s), %+v; want 202 for a new execution", p.status, p.replayed, p.id, dead, p.err)
+			}
+			again := postIdempotent(replicas[0].api, "orphaned", body)
+			if again.status != http.StatusAccepted || !again.replayed || again.id != p.id {
+				t.Errorf("second POST: %d, replayed %v, id %s; want a replay of %s", again.status, again.replayed, again.id, p.id)
+			}
+		})
+
+		select {
+		case p := <-young:
+			if p.failed != nil || p.status != http.StatusConflict || p.err == nil || p.err.Code != protocol.CodeConflict || !p.err.Retryable {
+				t.Errorf("POST with a young reservation: %d %+v %v, want 409 conflict, retryable", p.status, p.err, p.failed)
+			}
+		case <-time.After(20 * time.Second):
+			t.Error("POST with a young reservation: no answer within 20s")
 		}
 	})
-
-	t.Run("a reservation left by a dead creator is released after the lease", func(t *testing.T) {
-		body := `{"ability":"quick","input":[{"type":"text","text":"orphaned key"}]}`
-		dead := reserve(t, store, "orphaned", body, time.Now().Add(-time.Minute))
-		p := postIdempotent(replicas[1].api, "orphaned", body)
-		if p.failed != nil || p.status != http.StatusAccepted || p.replayed || p.id == dead {
-			t.Fatalf("POST: %d, replayed %v, id %s (dead creator's %s), %+v; want 202 for a new execution", p.status, p.replayed, p.id, dead, p.err)
-		}
-		again := postIdempotent(replicas[0].api, "orphaned", body)
-		if again.status != http.StatusAccepted || !again.replayed || again.id != p.id {
-			t.Errorf("second POST: %d, replayed %v, id %s; want a replay of %s", again.status, again.replayed, again.id, p.id)
-		}
-	})
-
-	select {
-	case p := <-young:
-		if p.failed != nil || p.status != http.StatusConflict || p.err == nil || p.err.Code != protocol.CodeConflict || !p.err.Retryable {
-			t.Errorf("POST with a young reservation: %d %+v %v, want 409 conflict, retryable", p.status, p.err, p.failed)
-		}
-	case <-time.After(20 * time.Second):
-		t.Error("POST with a young reservation: no answer within 20s")
-	}
 }
 
 func TestRacingSweepersEndEachOrphanOnce(t *testing.T) {
-	url := redisURL(t, dbSweepers)
-	store := openRedisStore(t, url)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	eachStore(t, dbSweepers, func(t *testing.T, shared sharedStore) {
+		store := shared.open(t)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
 
-	// Executions as a replica that died at once would leave them: created, accepted,
-	// leased to nobody alive.
-	const orphans = 100
-	now := time.Now().UTC().Truncate(time.Microsecond)
-	ids := make([]string, orphans)
-	for i := range ids {
-		id := engine.NewExecutionID()
-		ids[i] = id
-		info, err := json.Marshal(engine.Info{Ability: "chat", DeadlineAt: now.Add(10 * time.Minute), CreatedAt: now})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := store.Create(ctx, eventstore.Record{ID: id, CreatedAt: now, Info: info}, "dead", time.Millisecond); err != nil {
-			t.Fatal(err)
-		}
-		data, err := json.Marshal(protocol.AcceptedData{Ability: "chat", DeadlineAt: now.Add(10 * time.Minute)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ev := protocol.Event{ExecutionID: id, Sequence: 1, Timestamp: now, Type: protocol.EventAccepted, Data: data}
-		if err := store.Append(ctx, eventstore.FirstFence, ev); err != nil {
-			t.Fatal(err)
-		}
-	}
-
-	// No provider is needed: nothing runs. All three start together to race.
-	dir := manifestsDir(t, freeAddr(t))
-	var replicas []*replica
-	for _, label := range []string{"A", "B", "C"} {
-		replicas = append(replicas, launchReplica(t, label, dir, url))
-	}
-	for _, r := range replicas {
-		r.waitReady(t)
-	}
-	eventually(t, 20*time.Second, "every orphan to end", func() bool {
-		for _, id := range ids {
-			st, err := store.Get(ctx, id)
+		// Executions as a replica that died at once would leave them: created, accepted,
+		// leased to nobody alive.
+		const orphans = 100
+		now := time.Now().UTC().Truncate(time.Microsecond)
+		ids := make([]string, orphans)
+		for i := range ids {
+			id := engine.NewExecutionID()
+			ids[i] = id
+			info, err := json.Marshal(engine.Info{Ability: "chat", DeadlineAt: now.Add(10 * time.Minute), CreatedAt: now})
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !st.Terminal {
-				return false
+			if _, err := store.Create(ctx, eventstore.Record{ID: id, CreatedAt: now, Info: info}, "dead", time.Millisecond); err != nil {
+				t.Fatal(err)
+			}
+			data, err := json.Marshal(protocol.AcceptedData{Ability: "chat", DeadlineAt: now.Add(10 * time.Minute)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ev := protocol.Event{ExecutionID: id, Sequence: 1, Timestamp: now, Type: protocol.EventAccepted, Data: data}
+			if err := store.Append(ctx, eventstore.FirstFence, ev); err != nil {
+				t.Fatal(err)
 			}
 		}
-		return true
-	})
-	// Another round of sweeps, which must find nothing to end.
-	time.Sleep(testLease / 3 * 2)
 
-	terminals := 0
-	for _, id := range ids {
-		events, err := store.Read(ctx, id, 0, 0)
-		if err != nil {
-			t.Fatal(err)
+		// No provider is needed: nothing runs. All three start together to race.
+		dir := manifestsDir(t, freeAddr(t))
+		var replicas []*replica
+		for _, label := range []string{"A", "B", "C"} {
+			replicas = append(replicas, launchReplica(t, label, dir, shared.url))
 		}
-		checkLog(t, id, events)
-		for _, ev := range events {
-			if ev.Type.Terminal() {
-				terminals++
+		for _, r := range replicas {
+			r.waitReady(t)
+		}
+		eventually(t, 20*time.Second, "every orphan to end", func() bool {
+			for _, id := range ids {
+				st, err := store.Get(ctx, id)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !st.Terminal {
+					return false
+				}
 			}
+			return true
+		})
+		// Another round of sweeps, which must find nothing to end.
+		time.Sleep(testLease / 3 * 2)
+
+		terminals := 0
+		for _, id := range ids {
+			events, err := store.Read(ctx, id, 0, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkLog(t, id, events)
+			for _, ev := range events {
+				if ev.Type.Terminal() {
+					terminals++
+				}
+			}
+			checkOrphaned(t, id, failure(t, id, events[len(events)-1]))
 		}
-		checkOrphaned(t, id, failure(t, id, events[len(events)-1]))
-	}
-	if terminals != orphans {
-		t.Errorf("%d terminal events for %d orphans", terminals, orphans)
-	}
-	ended := 0
-	for _, r := range replicas {
-		n := r.logLines("Ending an orphaned execution")
-		t.Logf("replica %s ended %d orphans", r.label, n)
-		ended += n
-	}
-	if ended != orphans {
-		t.Errorf("the replicas logged %d orphans ended, want %d", ended, orphans)
-	}
+		if terminals != orphans {
+			t.Errorf("%d terminal events for %d orphans", terminals, orphans)
+		}
+		ended := 0
+		for _, r := range replicas {
+			n := r.logLines("Ending an orphaned execution")
+			t.Logf("replica %s ended %d orphans", r.label, n)
+			ended += n
+		}
+		if ended != orphans {
+			t.Errorf("the replicas logged %d orphans ended, want %d", ended, orphans)
+		}
+	})
 }
 
 // BenchmarkKillToTerminal measures how long after a replica's SIGKILL a follower on a
@@ -1099,64 +1109,52 @@ func BenchmarkKillToTerminal(b *testing.B) {
 }
 
 // TestStreamLinksAcrossReplicas: the signed link a replica returns opens the execution
-// on another replica (both keep the keys in the shared Redis), names no principal, and
-// the keys expire from Redis (spec/authentication.md, "Signed stream links").
+// on another replica (both keep the keys in the shared store), names no principal, and
+// the keys expire from the store (spec/authentication.md, "Signed stream links").
 func TestStreamLinksAcrossReplicas(t *testing.T) {
-	url := redisURL(t, dbStreamLinks)
-	p := startDemoProvider(t)
-	dir := manifestsDir(t, p.addr)
-	c := newAuthClient()
-	alice := c.secret("alice's token", "tok-alice-"+strconv.FormatUint(rand.Uint64(), 16))
-	tokens := filepath.Join(t.TempDir(), "tokens")
-	if err := os.WriteFile(tokens, []byte(alice+",alice,e2e\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	flags := []string{"--auth=static", "--auth-tokens-file", tokens, "--zap-log-level", "10"}
-	a := startReplica(t, "A", dir, url, flags...)
-	b := startReplica(t, "B", dir, url, flags...)
+	eachStore(t, dbStreamLinks, func(t *testing.T, shared sharedStore) {
+		p := startDemoProvider(t)
+		dir := manifestsDir(t, p.addr)
+		c := newAuthClient()
+		alice := c.secret("alice's token", "tok-alice-"+strconv.FormatUint(rand.Uint64(), 16))
+		tokens := filepath.Join(t.TempDir(), "tokens")
+		if err := os.WriteFile(tokens, []byte(alice+",alice,e2e\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		flags := []string{"--auth=static", "--auth-tokens-file", tokens, "--zap-log-level", "10"}
+		a := startReplica(t, "A", dir, shared.url, flags...)
+		b := startReplica(t, "B", dir, shared.url, flags...)
 
-	acc := c.submit(t, "http://"+a.api, alice, `{"ability":"quick","input":[{"type":"text","text":"links"}]}`)
-	c.waitTerminal(t, "http://"+a.api, alice, acc.ID)
-	for _, link := range []string{acc.Links.Events, acc.Links.Result} {
-		if r := c.do(t, http.MethodGet, "http://"+b.api+link, "", "", "Accept", "application/json"); r.status != http.StatusOK {
-			t.Errorf("replica B refuses replica A's link %s: %s", pathOf(link), r)
+		acc := c.submit(t, "http://"+a.api, alice, `{"ability":"quick","input":[{"type":"text","text":"links"}]}`)
+		c.waitTerminal(t, "http://"+a.api, alice, acc.ID)
+		for _, link := range []string{acc.Links.Events, acc.Links.Result} {
+			if r := c.do(t, http.MethodGet, "http://"+b.api+link, "", "", "Accept", "application/json"); r.status != http.StatusOK {
+				t.Errorf("replica B refuses replica A's link %s: %s", pathOf(link), r)
+			}
+			tok, err := linkToken(link)
+			if err != nil {
+				t.Fatal(err)
+			}
+			raw, err := base64.RawURLEncoding.DecodeString(tok)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if bytes.Contains(raw, []byte("alice")) {
+				t.Errorf("the link's token holds the principal: %q", raw)
+			}
 		}
-		tok, err := linkToken(link)
-		if err != nil {
-			t.Fatal(err)
-		}
-		raw, err := base64.RawURLEncoding.DecodeString(tok)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if bytes.Contains(raw, []byte("alice")) {
-			t.Errorf("the link's token holds the principal: %q", raw)
-		}
-	}
 
-	// Every key of stream links in Redis expires: within a rotation period (24h), the
-	// token lifetime (15m) and the clock skew allowed (1m).
-	opts, err := goredis.ParseURL(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rc := goredis.NewClient(opts)
-	defer rc.Close()
-	keys, err := rc.Keys(t.Context(), "*stream-token-key*").Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(keys) == 0 {
-		t.Fatal("no stream token key in Redis")
-	}
-	for _, k := range keys {
-		ttl, err := rc.PTTL(t.Context(), k).Result()
-		if err != nil {
-			t.Fatal(err)
+		// Every key of stream links in the store expires: within a rotation period (24h),
+		// the token lifetime (15m) and the clock skew allowed (1m).
+		ttls := shared.secretTTLs(t, "stream-token-key")
+		if len(ttls) == 0 {
+			t.Fatalf("no stream token key in %s", shared.name)
 		}
-		if ttl <= 0 || ttl > 24*time.Hour+16*time.Minute {
-			t.Errorf("key %s expires in %v, want within 24h16m", k, ttl)
+		for k, ttl := range ttls {
+			if ttl <= 0 || ttl > 24*time.Hour+16*time.Minute {
+				t.Errorf("key %s expires in %v, want within 24h16m", k, ttl)
+			}
 		}
-	}
-	c.canary(t, "switchboard", a.out.String()+b.out.String())
+		c.canary(t, "switchboard", a.out.String()+b.out.String())
+	})
 }
