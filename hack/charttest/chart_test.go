@@ -96,7 +96,7 @@ func TestSchemaRefuses(t *testing.T) {
 		{"unknown top-level key", set("replicas=2"), []string{"additional properties 'replicas' not allowed"}},
 		{"unknown nested key", set("eventStore.redis.url=redis://r:6379"), []string{"'/eventStore/redis'", "additional properties 'url' not allowed"}},
 		{"memory with two replicas", set("replicaCount=2"), []string{"'/replicaCount'", "maximum: got 2, want 1"}},
-		{"unknown event store", set("eventStore.type=etcd"), []string{"'/eventStore/type'", "'memory', 'redis'"}},
+		{"unknown event store", set("eventStore.type=etcd"), []string{"'/eventStore/type'", "'memory', 'redis', 'postgres'"}},
 		{"unknown auth mode", set("auth.mode=oidc"), []string{"'/auth/mode'"}},
 		{"static auth without its Secret", set("auth.mode=static"), []string{"'/auth/static/existingSecret'"}},
 		{"kubernetes auth without an audience", Options{SetJSON: []string{"auth.audiences=[]"}}, []string{"'/auth/audiences'", "minItems"}},
@@ -107,6 +107,12 @@ func TestSchemaRefuses(t *testing.T) {
 		{"zero concurrency", set("runtime.maxConcurrentExecutions=0"), []string{"'/runtime/maxConcurrentExecutions'"}},
 		{"typo in the security context", set("securityContext.readOnlyRootFileSystem=true"), []string{"'/securityContext'", "readOnlyRootFileSystem"}},
 		{"invalid Secret name", set("eventStore.type=redis", "eventStore.redis.existingSecret=Redis_URL"), []string{"'/eventStore/redis/existingSecret'"}},
+		{"postgres without its Secret", set("eventStore.type=postgres"), []string{"'/eventStore/postgres/existingSecret'", "minLength"}},
+		{"postgres with an invalid Secret name", set("eventStore.type=postgres", "eventStore.postgres.existingSecret=PG_URL"), []string{"'/eventStore/postgres/existingSecret'"}},
+		{"postgres with an empty Secret key", set("eventStore.type=postgres", "eventStore.postgres.existingSecret=pg", "eventStore.postgres.existingSecretKey="),
+			[]string{"'/eventStore/postgres/existingSecretKey'"}},
+		{"PostgreSQL URL in the values", set("eventStore.postgres.url=postgres://u:pw@db/x"), []string{"'/eventStore/postgres'", "additional properties 'url' not allowed"}},
+		{"PostgreSQL URL on the command line", set("extraArgs[0]=--postgres-url=postgres://u:pw@db/x"), []string{"'/extraArgs/0'", "'not' failed"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -137,6 +143,7 @@ func TestTemplateRefuses(t *testing.T) {
 	}{
 		{"memory with two replicas", []string{"replicaCount=2"}, "replicaCount: eventStore.type=memory keeps executions in one process"},
 		{"redis without its Secret", []string{"eventStore.type=redis"}, "eventStore.redis.existingSecret: eventStore.type=redis needs"},
+		{"postgres without its Secret", []string{"eventStore.type=postgres"}, "eventStore.postgres.existingSecret: eventStore.type=postgres needs"},
 		{"static auth without its Secret", []string{"auth.mode=static"}, "auth.static.existingSecret: auth.mode=static needs"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -166,6 +173,9 @@ func TestSchemaAccepts(t *testing.T) {
 		{"no auth, plain metrics", []string{"auth.mode=none", "metrics.secure=false", "serviceMonitor.enabled=true"}},
 		{"metrics off", []string{"metrics.enabled=false", "serviceMonitor.enabled=true", "networkPolicy.enabled=true"}},
 		{"percentage PDB", []string{"eventStore.type=redis", "eventStore.redis.existingSecret=redis", "podDisruptionBudget.minAvailable=50%"}},
+		{"postgres with defaults", []string{"eventStore.type=postgres", "eventStore.postgres.existingSecret=pg"}},
+		{"postgres, own key, one replica", []string{"eventStore.type=postgres", "eventStore.postgres.existingSecret=pg",
+			"eventStore.postgres.existingSecretKey=dsn", "replicaCount=1", "eventStore.retention=72h"}},
 		{"image digest", []string{"image.digest=sha256:" + strings.Repeat("ab", 32)}},
 		{"existing ServiceAccount, no RBAC", []string{"serviceAccount.create=false", "serviceAccount.name=custom", "rbac.create=false", "rbac.createCallerRoles=false"}},
 	} {
@@ -258,6 +268,7 @@ func TestRestrictedSecurityContext(t *testing.T) {
 func TestReplicas(t *testing.T) {
 	t.Parallel()
 	redis := []string{"eventStore.type=redis", "eventStore.redis.existingSecret=redis"}
+	postgres := []string{"eventStore.type=postgres", "eventStore.postgres.existingSecret=pg"}
 	for _, tc := range []struct {
 		name     string
 		opts     Options
@@ -266,6 +277,8 @@ func TestReplicas(t *testing.T) {
 		{"memory", Options{}, 1},
 		{"redis", Options{Set: redis}, 2},
 		{"redis, replicaCount=1", Options{Set: append(slices.Clone(redis), "replicaCount=1")}, 1},
+		{"postgres", Options{Set: postgres}, 2},
+		{"postgres, replicaCount=3", Options{Set: append(slices.Clone(postgres), "replicaCount=3")}, 3},
 		{"production", Options{ValuesFiles: []string{ProductionValues}}, 3},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -325,6 +338,72 @@ func TestRedisURLFromSecret(t *testing.T) {
 	}
 }
 
+// TestPostgresURLFromSecret checks that the PostgreSQL URL reaches the runtime as
+// $SWITCHBOARD_POSTGRES_URL from the Secret's key (spec/postgres.md, "Connecting"):
+// never in its arguments, never in a ConfigMap, and no Redis setting beside it.
+func TestPostgresURLFromSecret(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		set  []string
+		key  string
+	}{
+		{"default key", []string{"eventStore.type=postgres", "eventStore.postgres.existingSecret=switchboard-postgres"}, "url"},
+		{"own key", []string{"eventStore.type=postgres", "eventStore.postgres.existingSecret=switchboard-postgres",
+			"eventStore.postgres.existingSecretKey=dsn"}, "dsn"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			objs := render(t, Options{Set: tc.set})
+			var d deployment
+			decode(t, find(t, objs, "Deployment", DefaultRelease), &d)
+			ctr := d.Spec.Template.Spec.Containers[0]
+			if !slices.Contains(ctr.Args, "--event-store=postgres") {
+				t.Errorf("args %q lack --event-store=postgres", ctr.Args)
+			}
+			for _, a := range ctr.Args {
+				if strings.HasPrefix(a, "--postgres-url") || strings.HasPrefix(a, "--redis-") || strings.Contains(a, "postgres://") {
+					t.Errorf("argument %q: the URL comes from the environment only, and no Redis flag goes with postgres", a)
+				}
+			}
+			var found []envVar
+			for _, e := range ctr.Env {
+				if e.Name == "SWITCHBOARD_POSTGRES_URL" {
+					found = append(found, e)
+				}
+			}
+			if len(found) != 1 {
+				t.Fatalf("%d SWITCHBOARD_POSTGRES_URL variables in %+v, want 1", len(found), ctr.Env)
+			}
+			e := found[0]
+			var ref secretKeySelector
+			if e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil {
+				ref = *e.ValueFrom.SecretKeyRef
+			}
+			if e.Value != "" || ref.Name != "switchboard-postgres" || ref.Key != tc.key {
+				t.Errorf("SWITCHBOARD_POSTGRES_URL: value %q, from Secret %q key %q; want it from Secret switchboard-postgres, key %s",
+					e.Value, ref.Name, ref.Key, tc.key)
+			}
+			if slices.ContainsFunc(ctr.VolumeMounts, func(m volumeMount) bool { return strings.HasPrefix(m.Name, "redis") }) {
+				t.Errorf("Redis volumes mounted with postgres: %+v", ctr.VolumeMounts)
+			}
+			if cms := kinds(objs, "ConfigMap"); len(cms) != 0 {
+				t.Errorf("%d ConfigMaps rendered, want none: nothing of the store goes into one", len(cms))
+			}
+			notes, err := Notes(t.Context(), Options{Set: tc.set})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, want := range []string{"2 replica(s), postgres event store.", "Secret switchboard-postgres\n(key " + tc.key + ", as $SWITCHBOARD_POSTGRES_URL)",
+				"503 provider_unavailable"} {
+				if !strings.Contains(notes, want) {
+					t.Errorf("NOTES lack %q:\n%s", want, notes)
+				}
+			}
+		})
+	}
+}
+
 // TestArgsAreFlags checks that every argument the chart can pass is a flag the binary
 // defines (in cmd/switchboard, the Redis connection flags, controller-runtime's zap
 // flags), with every optional value set, so that a renamed flag fails here rather than
@@ -348,6 +427,7 @@ func TestArgsAreFlags(t *testing.T) {
 			"service.tls.existingSecret=api-tls", "auth.streamToken.keyRotation=12h",
 		}},
 		set("auth.mode=static", "auth.static.existingSecret=tokens", "metrics.enabled=false", "leaderElection.enabled=false"),
+		set("eventStore.type=postgres", "eventStore.postgres.existingSecret=pg", "eventStore.retention=48h"),
 	} {
 		d := renderDeployment(t, opts)
 		for _, arg := range d.Spec.Template.Spec.Containers[0].Args {
@@ -850,6 +930,7 @@ type (
 		ReadinessProbe  *probe           `json:"readinessProbe"`
 		SecurityContext *securityContext `json:"securityContext"`
 		VolumeMounts    []volumeMount    `json:"volumeMounts"`
+		Env             []envVar         `json:"env"`
 		Resources       struct {
 			Requests map[string]any `json:"requests"`
 		} `json:"resources"`
@@ -875,6 +956,13 @@ type (
 			Drop []string `json:"drop"`
 		} `json:"capabilities"`
 		SeccompProfile *seccompProfile `json:"seccompProfile"`
+	}
+	envVar struct {
+		Name      string `json:"name"`
+		Value     string `json:"value"`
+		ValueFrom *struct {
+			SecretKeyRef *secretKeySelector `json:"secretKeyRef"`
+		} `json:"valueFrom"`
 	}
 	volumeMount struct {
 		Name      string `json:"name"`

@@ -66,12 +66,12 @@ chart's appVersion.
 {{- end }}
 
 {{/*
-The number of replicas: replicaCount, else 2 with the Redis event store and 1 with the
-memory store.
+The number of replicas: replicaCount, else 2 with the Redis or PostgreSQL event store
+and 1 with the memory store.
 */}}
 {{- define "switchboard.replicas" -}}
 {{- if kindIs "invalid" .Values.replicaCount }}
-{{- if eq .Values.eventStore.type "redis" }}2{{ else }}1{{ end }}
+{{- if has .Values.eventStore.type (list "redis" "postgres") }}2{{ else }}1{{ end }}
 {{- else }}
 {{- int .Values.replicaCount }}
 {{- end }}
@@ -130,10 +130,13 @@ values.schema.json refuses the same values first.
 */}}
 {{- define "switchboard.validate" -}}
 {{- if and (eq .Values.eventStore.type "memory") (gt (int (include "switchboard.replicas" .)) 1) }}
-{{- fail "replicaCount: eventStore.type=memory keeps executions in one process, so it runs 0 or 1 replica; set eventStore.type=redis for more" }}
+{{- fail "replicaCount: eventStore.type=memory keeps executions in one process, so it runs 0 or 1 replica; set eventStore.type=redis or postgres for more" }}
 {{- end }}
 {{- if and (eq .Values.eventStore.type "redis") (not .Values.eventStore.redis.existingSecret) }}
 {{- fail "eventStore.redis.existingSecret: eventStore.type=redis needs the name of a Secret holding the Redis URL" }}
+{{- end }}
+{{- if and (eq .Values.eventStore.type "postgres") (not .Values.eventStore.postgres.existingSecret) }}
+{{- fail "eventStore.postgres.existingSecret: eventStore.type=postgres needs the name of a Secret holding the PostgreSQL URL" }}
 {{- end }}
 {{- if and (eq .Values.auth.mode "static") (not .Values.auth.static.existingSecret) }}
 {{- fail "auth.static.existingSecret: auth.mode=static needs the name of a Secret holding the tokens file" }}
