@@ -56,6 +56,7 @@ var (
 	errMethodNotAllowed = &statusError{http.StatusMethodNotAllowed, protocol.NewError(protocol.CodeInvalidRequest, "method not allowed for this resource")}
 	errNotFound         = protocol.NewError(protocol.CodeNotFound, "execution not found")
 	errInternal         = protocol.NewError(protocol.CodeInternal, "internal error")
+	errStoreUnavailable = protocol.NewError(protocol.CodeProviderUnavailable, "the event store cannot be reached; retry later")
 	errBodyUnreadable   = protocol.NewError(protocol.CodeInvalidRequest, "body: could not be read")
 	errKeyInvalid       = protocol.NewError(protocol.CodeInvalidRequest, "Idempotency-Key: must be one header of 1 to 255 visible ASCII characters, raw or as a quoted string")
 	errCursorInvalid    = protocol.NewError(protocol.CodeInvalidRequest, "cursor: after and Last-Event-ID must be one decimal event sequence each")
@@ -89,6 +90,12 @@ func (s *server) classify(r *http.Request, err error) (int, *protocol.Error) {
 	}
 	if errors.Is(err, eventstore.ErrNotFound) {
 		return http.StatusNotFound, errNotFound
+	}
+	if errors.Is(err, eventstore.ErrUnavailable) {
+		// The store's database cannot be reached now (a restart): a retry, a stream's
+		// reconnection included, may succeed.
+		s.log.Info("Event store unreachable", "method", r.Method, "pattern", r.Pattern)
+		return http.StatusServiceUnavailable, errStoreUnavailable
 	}
 	var pe *protocol.Error
 	if errors.As(err, &pe) && pe.Code.Known() && pe.Code.HTTPStatus() != http.StatusInternalServerError {

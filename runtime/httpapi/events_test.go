@@ -525,6 +525,29 @@ func TestStreamTruncation(t *testing.T) {
 	}
 }
 
+// TestStoreUnavailableIs503: while the store's database cannot be reached, reads and
+// event streams are answered 503 provider_unavailable, retryable, so that a client
+// (the Go client's Follow, an SDK) tries again rather than giving up; nothing of the
+// store's error reaches it.
+func TestStoreUnavailableIs503(t *testing.T) {
+	e := newEnv(t)
+	id := e.submit(t, chat("hello"))
+	e.waitTerminal(t, id)
+	e.store.unavailable.Store(true)
+	defer e.store.unavailable.Store(false)
+	for _, path := range []string{"/v1/executions/" + id, "/v1/executions/" + id + "/events", "/v1/executions/" + id + "/result"} {
+		r := e.do(t, http.MethodGet, path, "")
+		want := `{"error":{"code":"provider_unavailable","message":"the event store cannot be reached; retry later","retryable":true}}`
+		if r.status != http.StatusServiceUnavailable || strings.TrimSpace(r.body) != want {
+			t.Errorf("GET %s: %d %s, want 503 %s", path, r.status, r.body, want)
+		}
+	}
+	e.store.unavailable.Store(false)
+	if r := e.do(t, http.MethodGet, "/v1/executions/"+id, ""); r.status != http.StatusOK {
+		t.Errorf("after the outage: %d %s", r.status, r.body)
+	}
+}
+
 // TestEventsStoreFailureAfterHeaders: once the stream's head is out, a store failure
 // ends the stream; no JSON and no internal text follow.
 func TestEventsStoreFailureAfterHeaders(t *testing.T) {

@@ -241,6 +241,27 @@ type spyStore struct {
 	failTail atomic.Bool
 	// beforeCancel, if set, runs at the start of RequestCancel.
 	beforeCancel atomic.Pointer[func(id string)]
+	// unavailable makes every Get and Snapshot fail as a store whose database cannot be
+	// reached.
+	unavailable atomic.Bool
+}
+
+// errUnreachable is a store whose database is down (a restart), with text that must
+// never reach a client.
+var errUnreachable = fmt.Errorf("postgres: get exe: connection failed at 10.0.0.7: %w", eventstore.ErrUnavailable)
+
+func (s *spyStore) Get(ctx context.Context, id string) (eventstore.Status, error) {
+	if s.unavailable.Load() {
+		return eventstore.Status{}, errUnreachable
+	}
+	return s.Store.Get(ctx, id)
+}
+
+func (s *spyStore) Snapshot(ctx context.Context, id string) (protocol.Snapshot, error) {
+	if s.unavailable.Load() {
+		return protocol.Snapshot{}, errUnreachable
+	}
+	return s.Store.Snapshot(ctx, id)
 }
 
 func (s *spyStore) RequestCancel(ctx context.Context, id string) error {
