@@ -138,7 +138,7 @@ func (e *Engine) attempts(ctx context.Context, x *execution) (protocol.EventType
 	candidates := x.route.Candidates
 	n := 0 // the attempt's number
 	for i := 0; i < len(candidates); i++ {
-		if n > 0 && e.admission != nil {
+		if n > 0 && e.admission != nil && x.claim != nil {
 			// A fallback is admitted like the first attempt: a candidate whose Budgets
 			// cannot take it is skipped, and with none left the execution ends.
 			k, err := e.admission.Admit(ctx, *x.claim, candidates[i:])
