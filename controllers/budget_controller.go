@@ -372,7 +372,8 @@ func BudgetStatus(ctx context.Context, o BudgetOptions, b *budget.Budget, invali
 		ws := v1alpha1.BudgetWindowStatus{
 			Window: v1alpha1.BudgetWindow(u.Window), TimeZone: u.TimeZone,
 			Start: metav1.NewTime(u.Start), ResetAt: metav1.NewTime(u.ResetAt),
-			Used: amounts(u.Used, u.Limit), Limit: amounts(u.Limit, u.Limit), Percent: int32(min(u.Percent(), 1<<30)),
+			Used: amounts(u.Used, u.Limit, pricing.Format), Limit: amounts(u.Limit, u.Limit, limitDecimal),
+			Percent: int32(min(u.Percent(), 1<<30)),
 		}
 		st.Windows = append(st.Windows, ws)
 		if tightest < 0 || ws.Percent > st.Windows[tightest].Percent {
@@ -406,11 +407,12 @@ func readyMessage(reason string, d *routing.Deployment) string {
 	return reason
 }
 
-// amounts renders the units a limit sets of a; the others are left out.
-func amounts(a, limit budget.Amounts) v1alpha1.BudgetAmounts {
+// amounts renders the units a limit sets of a, cost with format; the others are left
+// out.
+func amounts(a, limit budget.Amounts, format func(pricing.Micro) string) v1alpha1.BudgetAmounts {
 	var out v1alpha1.BudgetAmounts
 	if limit.Cost > 0 {
-		out.Cost = pricing.Format(a.Cost)
+		out.Cost = format(a.Cost)
 	}
 	if limit.Tokens > 0 {
 		out.Tokens = &a.Tokens
@@ -419,6 +421,16 @@ func amounts(a, limit budget.Amounts) v1alpha1.BudgetAmounts {
 		out.Requests = &a.Requests
 	}
 	return out
+}
+
+// limitDecimal writes a limit as operators write one: no trailing zeros beyond two
+// decimals ("500.00", "0.0831"), where used figures keep all six.
+func limitDecimal(m pricing.Micro) string {
+	s := strings.TrimRight(pricing.Format(m), "0")
+	if i := strings.IndexByte(s, '.'); len(s)-i-1 < 2 {
+		s += strings.Repeat("0", 2-(len(s)-i-1))
+	}
+	return s
 }
 
 // display renders the unit of the window that decides its percent, for the printer

@@ -84,7 +84,7 @@ var _ = Describe("Budget status", func() {
 			g.Expect(w.Start.Time.Equal(start)).To(BeTrue(), "start %s, want %s", w.Start, start)
 			g.Expect(w.ResetAt.Time.Equal(end)).To(BeTrue(), "resetAt %s, want %s", w.ResetAt, end)
 			g.Expect(w.Used.Cost).To(Equal("123.456789"))
-			g.Expect(w.Limit.Cost).To(Equal("500.000000"))
+			g.Expect(w.Limit.Cost).To(Equal("500.00"))
 			g.Expect(*w.Used.Requests).To(BeZero())
 			g.Expect(w.Percent).To(Equal(int32(24)))
 			g.Expect(b.Status.Window).To(Equal(v1alpha1.BudgetWindowMonth))
