@@ -2,10 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	neturl "net/url"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -47,56 +43,12 @@ func redisShared(tb testing.TB, db int) sharedStore {
 	return sharedStore{name: "redis", url: redisURL(tb, db)}
 }
 
-// postgresAdminURL is the PostgreSQL server the tests create their databases on:
-// $SWITCHBOARD_POSTGRES_URL as a URL (its database is only connected to), else the
-// local server CI starts.
-func postgresAdminURL(tb testing.TB) *neturl.URL {
-	tb.Helper()
-	base := os.Getenv(postgresstore.EnvURL)
-	if base == "" {
-		base = "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
-	}
-	u, err := neturl.Parse(base)
-	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
-		tb.Fatalf("$%s: these tests need a postgres:// URL, not a key/value DSN", postgresstore.EnvURL)
-	}
-	return u
-}
-
-// postgresShared creates a database of the test's own (CREATE DATABASE sb_<random>) for
-// the replicas to share, and drops it when the test ends, after the replicas and the
-// test's own store, which were started later, are gone; WITH (FORCE) ends whatever
-// connection is still open on it.
+// postgresShared creates a database of the test's own for the replicas to share
+// (freshPostgresDatabase), dropped when the test ends, after the replicas and the test's
+// own store, which were started later, are gone.
 func postgresShared(tb testing.TB) sharedStore {
 	tb.Helper()
-	admin := postgresAdminURL(tb)
-	var b [8]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		tb.Fatal(err)
-	}
-	name := "sb_" + hex.EncodeToString(b[:])
-	exec := func(sql string) error {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		conn, err := pgx.Connect(ctx, admin.String())
-		if err != nil {
-			return err
-		}
-		defer conn.Close(context.Background())
-		_, err = conn.Exec(ctx, sql)
-		return err
-	}
-	if err := exec("CREATE DATABASE " + name); err != nil {
-		tb.Fatalf("create database %s at %s (these tests need PostgreSQL; set $%s): %v", name, admin.Host, postgresstore.EnvURL, err)
-	}
-	tb.Cleanup(func() {
-		if err := exec("DROP DATABASE IF EXISTS " + name + " WITH (FORCE)"); err != nil {
-			tb.Errorf("drop database %s: %v", name, err)
-		}
-	})
-	u := *admin
-	u.Path = "/" + name
-	return sharedStore{name: "postgres", url: u.String()}
+	return sharedStore{name: "postgres", url: freshPostgresDatabase(tb)}
 }
 
 // storeFlags are the flags of a replica on the store at url: PostgreSQL for a
