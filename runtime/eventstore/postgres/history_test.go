@@ -2,11 +2,8 @@ package postgres_test
 
 import (
 	"context"
-	"math/rand/v2"
 	"net"
 	"net/url"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -30,10 +27,10 @@ func TestHistories(t *testing.T) {
 	}
 	schema := newSchema(t)
 	check := open(t, schema, pgstore.WithRetention(time.Hour))
-	proxy := startChaosProxy(t, target, 0.01)
+	proxy := storetest.StartChaosProxy(t, target, 0.01)
 	var replicas []storetest.LeaseStore
 	for range 3 {
-		s := openThrough(t, proxy.addr(), schema)
+		s := openThrough(t, proxy.Addr(), schema)
 		replicas = append(replicas, storetest.LeaseStore{Log: s, Leases: s})
 	}
 	histories := 300
@@ -45,7 +42,7 @@ func TestHistories(t *testing.T) {
 		Replicas:  replicas,
 		Check:     check,
 	})
-	t.Logf("connections dropped by the proxy: %d", proxy.drops.Load())
+	t.Logf("connections dropped by the proxy: %d", proxy.Drops())
 }
 
 // openThrough opens a Store on schema whose connections go through addr. Its start-up
@@ -62,90 +59,4 @@ func openThrough(t *testing.T, addr, schema string) *pgstore.Store {
 			t.Fatalf("New through the proxy: %v", err)
 		}
 	}
-}
-
-// chaosProxy forwards TCP connections to target and drops each chunk of data it
-// forwards, with its connection, with probability rate.
-type chaosProxy struct {
-	ln     net.Listener
-	target string
-	rate   float64
-	drops  atomic.Int64
-	wg     sync.WaitGroup
-
-	mu    sync.Mutex
-	conns map[net.Conn]struct{} // open connections, closed by close
-}
-
-func startChaosProxy(t *testing.T, target string, rate float64) *chaosProxy {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &chaosProxy{ln: ln, target: target, rate: rate, conns: map[net.Conn]struct{}{}}
-	p.wg.Go(p.accept)
-	t.Cleanup(p.close)
-	return p
-}
-
-func (p *chaosProxy) addr() string { return p.ln.Addr().String() }
-
-func (p *chaosProxy) accept() {
-	for {
-		client, err := p.ln.Accept()
-		if err != nil {
-			return // closed
-		}
-		server, err := net.Dial("tcp", p.target)
-		if err != nil {
-			client.Close()
-			continue
-		}
-		p.mu.Lock()
-		p.conns[client], p.conns[server] = struct{}{}, struct{}{}
-		p.mu.Unlock()
-		p.wg.Go(func() { p.pipe(client, server) })
-		p.wg.Go(func() { p.pipe(server, client) })
-	}
-}
-
-// pipe copies src to dst until either fails or a chunk is dropped, then closes both.
-func (p *chaosProxy) pipe(src, dst net.Conn) {
-	defer p.drop(src, dst)
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := src.Read(buf)
-		if n > 0 {
-			if rand.Float64() < p.rate {
-				p.drops.Add(1)
-				return
-			}
-			if _, err := dst.Write(buf[:n]); err != nil {
-				return
-			}
-		}
-		if err != nil {
-			return
-		}
-	}
-}
-
-func (p *chaosProxy) drop(conns ...net.Conn) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, c := range conns {
-		c.Close()
-		delete(p.conns, c)
-	}
-}
-
-func (p *chaosProxy) close() {
-	p.ln.Close()
-	p.mu.Lock()
-	for c := range p.conns {
-		c.Close()
-	}
-	p.mu.Unlock()
-	p.wg.Wait()
 }

@@ -1,10 +1,6 @@
 package redis_test
 
 import (
-	"math/rand/v2"
-	"net"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -23,12 +19,12 @@ func TestHistories(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	proxy := startChaosProxy(t, o.Addr, 0.01)
+	proxy := storetest.StartChaosProxy(t, o.Addr, 0.01)
 	prefix := newPrefix(t)
 	var replicas []storetest.LeaseStore
 	for _, retries := range []int{-1, 1, 3} {
 		ro := *o
-		ro.Addr = proxy.addr()
+		ro.Addr = proxy.Addr()
 		ro.MaxRetries = retries
 		ro.MinRetryBackoff, ro.MaxRetryBackoff = time.Millisecond, 5*time.Millisecond
 		client := goredis.NewClient(&ro)
@@ -49,91 +45,5 @@ func TestHistories(t *testing.T) {
 		Replicas:  replicas,
 		Check:     open(t, prefix, redisstore.WithRetention(time.Hour)),
 	})
-	t.Logf("connections dropped by the proxy: %d", proxy.drops.Load())
-}
-
-// chaosProxy forwards TCP connections to target and drops each chunk of data it
-// forwards, with its connection, with probability rate.
-type chaosProxy struct {
-	ln     net.Listener
-	target string
-	rate   float64
-	drops  atomic.Int64
-	wg     sync.WaitGroup
-
-	mu    sync.Mutex
-	conns map[net.Conn]struct{} // open connections, closed by close
-}
-
-func startChaosProxy(t *testing.T, target string, rate float64) *chaosProxy {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &chaosProxy{ln: ln, target: target, rate: rate, conns: map[net.Conn]struct{}{}}
-	p.wg.Go(p.accept)
-	t.Cleanup(p.close)
-	return p
-}
-
-func (p *chaosProxy) addr() string { return p.ln.Addr().String() }
-
-func (p *chaosProxy) accept() {
-	for {
-		client, err := p.ln.Accept()
-		if err != nil {
-			return // closed
-		}
-		server, err := net.Dial("tcp", p.target)
-		if err != nil {
-			client.Close()
-			continue
-		}
-		p.mu.Lock()
-		p.conns[client], p.conns[server] = struct{}{}, struct{}{}
-		p.mu.Unlock()
-		p.wg.Go(func() { p.pipe(client, server) })
-		p.wg.Go(func() { p.pipe(server, client) })
-	}
-}
-
-// pipe copies src to dst until either fails or a chunk is dropped, then closes both.
-func (p *chaosProxy) pipe(src, dst net.Conn) {
-	defer p.drop(src, dst)
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := src.Read(buf)
-		if n > 0 {
-			if rand.Float64() < p.rate {
-				p.drops.Add(1)
-				return
-			}
-			if _, err := dst.Write(buf[:n]); err != nil {
-				return
-			}
-		}
-		if err != nil {
-			return
-		}
-	}
-}
-
-func (p *chaosProxy) drop(conns ...net.Conn) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, c := range conns {
-		c.Close()
-		delete(p.conns, c)
-	}
-}
-
-func (p *chaosProxy) close() {
-	p.ln.Close()
-	p.mu.Lock()
-	for c := range p.conns {
-		c.Close()
-	}
-	p.mu.Unlock()
-	p.wg.Wait()
+	t.Logf("connections dropped by the proxy: %d", proxy.Drops())
 }
