@@ -3,9 +3,8 @@ package postgres
 import (
 	"errors"
 	"flag"
-	"fmt"
-	"os"
-	"strings"
+
+	"github.com/switchboard-dev/switchboard/runtime/internal/urlsource"
 )
 
 // EnvURL is the environment variable that may hold the PostgreSQL URL, so that a
@@ -35,32 +34,12 @@ func (c *URLConfig) RegisterFlags(fs *flag.FlagSet) {
 
 // Resolve returns the URL and the name of its source ("--postgres-url", …), reading
 // the environment through getenv (nil: os.Getenv). Its errors name the source, never
-// the URL.
+// the URL; no source at all is one.
 func (c *URLConfig) Resolve(getenv func(string) string) (url, source string, err error) {
-	if getenv == nil {
-		getenv = os.Getenv
+	url, source, err = urlsource.Sources{What: "PostgreSQL", Flag: c.URL, FlagName: "--postgres-url",
+		File: c.URLFile, FileName: "--postgres-url-file", Env: EnvURL}.Resolve(getenv)
+	if err == nil && url == "" {
+		err = errors.New("no PostgreSQL URL: set --postgres-url-file, $" + EnvURL + " or --postgres-url")
 	}
-	switch {
-	case c.URL != "" && c.URLFile != "":
-		return "", "", errors.New("both --postgres-url and --postgres-url-file are set: give the PostgreSQL URL one way")
-	case c.URL != "":
-		return strings.TrimSpace(c.URL), "--postgres-url", nil
-	case c.URLFile != "":
-		b, err := os.ReadFile(c.URLFile)
-		if err != nil {
-			var perr *os.PathError
-			if errors.As(err, &perr) {
-				err = perr.Err
-			}
-			return "", "", fmt.Errorf("--postgres-url-file %s: %w", c.URLFile, err)
-		}
-		if u := strings.TrimSpace(string(b)); u != "" {
-			return u, "--postgres-url-file " + c.URLFile, nil
-		}
-		return "", "", fmt.Errorf("--postgres-url-file %s: the file is empty", c.URLFile)
-	}
-	if u := strings.TrimSpace(getenv(EnvURL)); u != "" {
-		return u, "$" + EnvURL, nil
-	}
-	return "", "", errors.New("no PostgreSQL URL: set --postgres-url-file, $" + EnvURL + " or --postgres-url")
+	return url, source, err
 }

@@ -23,6 +23,8 @@ import (
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/switchboard-dev/switchboard/runtime/internal/urlsource"
 )
 
 // EnvURL is the environment variable read for the URL when neither --redis-url nor
@@ -196,7 +198,7 @@ func (c *Config) Resolve(getenv func(string) string) (*Target, error) {
 	}
 	t.failover = failoverOptions(opts, c.SentinelMaster, c.SentinelAddrs)
 	if c.SentinelPasswordFile != "" {
-		pw, err := readTrimmed(c.SentinelPasswordFile)
+		pw, err := urlsource.ReadTrimmed(c.SentinelPasswordFile)
 		if err != nil {
 			return nil, fmt.Errorf("--redis-sentinel-password-file %s: %w", c.SentinelPasswordFile, err)
 		}
@@ -228,40 +230,9 @@ func (c *Config) checkSentinel() error {
 
 // rawURL returns the URL and the name of its source; an empty URL when none is set.
 func (c *Config) rawURL(getenv func(string) string) (source, raw string, err error) {
-	switch {
-	case c.URL != "" && c.URLFile != "":
-		return "", "", errors.New("both --redis-url and --redis-url-file are set: give the Redis URL one way")
-	case c.URL != "":
-		return "--redis-url", strings.TrimSpace(c.URL), nil
-	case c.URLFile != "":
-		source = "--redis-url-file " + c.URLFile
-		raw, err := readTrimmed(c.URLFile)
-		if err != nil {
-			return "", "", fmt.Errorf("%s: %w", source, err)
-		}
-		return source, raw, nil
-	}
-	if raw := strings.TrimSpace(getenv(EnvURL)); raw != "" {
-		return "$" + EnvURL, raw, nil
-	}
-	return "", "", nil
-}
-
-// readTrimmed reads a secret from a file. Its errors name the file, never the content.
-func readTrimmed(path string) (string, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		var perr *os.PathError
-		if errors.As(err, &perr) {
-			err = perr.Err // the caller names the path
-		}
-		return "", err
-	}
-	s := strings.TrimSpace(string(b))
-	if s == "" {
-		return "", errors.New("the file is empty")
-	}
-	return s, nil
+	raw, source, err = urlsource.Sources{What: "Redis", Flag: c.URL, FlagName: "--redis-url",
+		File: c.URLFile, FileName: "--redis-url-file", Env: EnvURL}.Resolve(getenv)
+	return source, raw, err
 }
 
 func readCAs(path string) (*x509.CertPool, error) {
