@@ -128,14 +128,25 @@ func startCommand(tb testing.TB, label string, cmd *exec.Cmd) (*lockedBuffer, *p
 	return out, p
 }
 
+// handedOut holds the addresses freeAddr returned: the kernel may offer a port again
+// once its probe listener is closed, before the process meant to listen on it has
+// started, and two processes of one test would then race for it.
+var handedOut sync.Map
+
+// freeAddr returns a loopback address with a free port that no earlier call returned.
 func freeAddr(tb testing.TB) string {
 	tb.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
+	for {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			tb.Fatal(err)
+		}
+		addr := ln.Addr().String()
+		ln.Close()
+		if _, taken := handedOut.LoadOrStore(addr, true); !taken {
+			return addr
+		}
 	}
-	defer ln.Close()
-	return ln.Addr().String()
 }
 
 func eventually(tb testing.TB, timeout time.Duration, what string, cond func() bool) {
